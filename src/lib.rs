@@ -13,3 +13,14 @@
 
 pub mod error;
 pub mod schema;
+pub mod attr;
+pub mod dataset;
+pub mod discover;
+pub mod ingest;
+pub mod memscope;
+pub mod owner;
+pub mod snapshot;
+pub mod gen;
+pub mod engine;
+pub mod output;
+pub mod open;

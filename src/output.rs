@@ -1,0 +1,197 @@
+//! Result printers (table, csv, tsv, json, ndjson, markdown) and file writers chosen by
+//! extension (.parquet, .csv, .tsv, .json, .ndjson, .md).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use datafusion::arrow::array::{ArrayRef, AsArray};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
+
+use crate::dataset::ParquetSink;
+use crate::error::{Location, MemqError, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Tsv,
+    Json,
+    Ndjson,
+    Markdown,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Option<Format> {
+        <Format as clap::ValueEnum>::from_str(s, true).ok()
+    }
+}
+
+/// How byte columns are shown in table format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BytesDisplay {
+    Raw,
+    Human,
+}
+
+fn options() -> FormatOptions<'static> {
+    FormatOptions::default().with_null("NULL")
+}
+
+/// True for columns that hold bytes by memq's naming convention.
+pub fn is_byte_column(name: &str, dt: &DataType) -> bool {
+    let int = matches!(dt, DataType::Int64 | DataType::UInt64 | DataType::Int32);
+    int && (name == "size" || name == "bytes" || name.ends_with("_bytes") || name.starts_with("bytes_")
+        || matches!(name, "used" | "total" | "process_used" | "device_used" | "req_size" | "reserved" | "allocated"
+            | "total_mem" | "free_mem" | "peak_reserved" | "peak_allocated" | "used_last" | "total_last"
+            | "total_before" | "total_after" | "used_before" | "delta" | "peak_used" | "end_used" | "growth"))
+}
+
+/// Rewrites byte columns as human-readable text (for table display only).
+fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{Field, Int64Type, Schema};
+    use std::sync::Arc;
+    let mut out = Vec::new();
+    for b in batches {
+        let schema = b.schema();
+        let mut fields = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for (f, c) in schema.fields().iter().zip(b.columns()) {
+            if is_byte_column(f.name(), f.data_type()) {
+                let ints = cast(c, &DataType::Int64)?;
+                let ints = ints.as_primitive::<Int64Type>();
+                let text: datafusion::arrow::array::StringArray =
+                    ints.iter().map(|v| v.map(crate::engine::udf::format_bytes)).collect();
+                fields.push(Field::new(f.name(), DataType::Utf8, true));
+                columns.push(Arc::new(text));
+            } else {
+                fields.push(f.as_ref().clone());
+                columns.push(c.clone());
+            }
+        }
+        out.push(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?);
+    }
+    Ok(out)
+}
+
+/// Renders batches in `format`.
+pub fn render(schema: &SchemaRef, batches: &[RecordBatch], format: Format, bytes: BytesDisplay) -> Result<String> {
+    let mut buf = Vec::new();
+    match format {
+        Format::Table => {
+            if batches.iter().all(|b| b.num_rows() == 0) {
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                return Ok(format!("(0 rows: {})\n", names.join(", ")));
+            }
+            let shown = if bytes == BytesDisplay::Human { humanize(batches)? } else { batches.to_vec() };
+            let table = pretty_format_batches_with_options(&shown, &options())?;
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            return Ok(format!("{table}\n{rows} row{}\n", if rows == 1 { "" } else { "s" }));
+        }
+        Format::Csv | Format::Tsv => {
+            let delim = if format == Format::Csv { b',' } else { b'\t' };
+            let mut w = datafusion::arrow::csv::WriterBuilder::new().with_delimiter(delim).with_header(true).build(&mut buf);
+            if batches.is_empty() {
+                w.write(&RecordBatch::new_empty(schema.clone()))?;
+            }
+            for b in batches {
+                w.write(b)?;
+            }
+        }
+        Format::Json => {
+            let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
+            let refs: Vec<&RecordBatch> = batches.iter().collect();
+            w.write_batches(&refs)?;
+            w.finish()?;
+            if refs.is_empty() || refs.iter().all(|b| b.num_rows() == 0) {
+                buf = b"[]".to_vec();
+            }
+            buf.push(b'\n');
+        }
+        Format::Ndjson => {
+            let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut buf);
+            let refs: Vec<&RecordBatch> = batches.iter().collect();
+            w.write_batches(&refs)?;
+            w.finish()?;
+        }
+        Format::Markdown => return markdown(schema, batches),
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut out = format!("| {} |\n|{}|\n", names.join(" | "), names.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
+    let opts = options();
+    for b in batches {
+        let fmts = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        for row in 0..b.num_rows() {
+            let cells: Vec<String> = fmts
+                .iter()
+                .map(|f| f.value(row).to_string().replace('|', "\\|").replace('\n', "<br>"))
+                .collect();
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+    }
+    Ok(out)
+}
+
+/// Writes batches to `path`, the writer chosen by extension. Written to a temporary name first
+/// and renamed, so a failed write never leaves a partial file under the final name.
+pub fn write_file(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<u64> {
+    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        std::process::id()
+    ));
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let result = (|| -> Result<()> {
+        match ext.as_str() {
+            "parquet" => {
+                let mut sink = ParquetSink::create(&tmp, schema.clone())?;
+                for b in batches {
+                    sink.write(b)?;
+                }
+                sink.close()?;
+            }
+            "csv" | "tsv" | "json" | "ndjson" | "jsonl" | "md" => {
+                let format = match ext.as_str() {
+                    "csv" => Format::Csv,
+                    "tsv" => Format::Tsv,
+                    "json" => Format::Json,
+                    "md" => Format::Markdown,
+                    _ => Format::Ndjson,
+                };
+                let text = render(schema, batches, format, BytesDisplay::Raw)?;
+                let mut f = File::create(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
+                f.write_all(text.as_bytes()).map_err(|e| MemqError::io(&tmp, e))?;
+            }
+            _ => {
+                return Err(MemqError::input(
+                    path,
+                    Location::None,
+                    "unknown output extension: use .parquet, .csv, .tsv, .json, .ndjson or .md",
+                ))
+            }
+        }
+        std::fs::rename(&tmp, path).map_err(|e| MemqError::io(path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map(|_| rows)
+}
+
+/// Number of rows in batches.
+pub fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.num_rows()).sum()
+}
