@@ -353,6 +353,64 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
             tsegs.sort();
             assert_eq!(segs, tsegs, "{key}: HAL segments");
 
+            // Per-step values: PTA from the `used` attr inside each step window, HAL by pairing.
+            let pta_rows: Vec<(u64, u64)> = srt
+                .iter()
+                .filter(|r| r.etype == "PTA")
+                .filter_map(|r| int(&attrs(&r.attr), "used").map(|u| (r.ts, u)))
+                .collect();
+            let mut hal_deltas: Vec<(u64, bool, usize, i64)> = srt
+                .iter()
+                .filter(|r| r.etype == "HAL")
+                .map(|r| {
+                    let size = int(&attrs(&r.attr), "size").unwrap() as i64;
+                    let m = r.event == "MALLOC";
+                    (r.ts, m, r.pos, if m { size } else { -size })
+                })
+                .collect();
+            hal_deltas.sort();
+            for w in proc_t.steps.iter().filter(|w| w.device == device) {
+                let ps = pt.steps.iter().find(|s| s.step == w.step).unwrap();
+                let hs = ht.steps.iter().find(|s| s.step == w.step).unwrap();
+                if !w.collected {
+                    assert_eq!((ps.peak_used, ps.end_used, hs.peak_used, hs.end_used), (None, None, None, None));
+                    continue;
+                }
+                let end = w.end_ts.unwrap_or(u64::MAX);
+                let inside: Vec<u64> =
+                    pta_rows.iter().filter(|(ts, _)| *ts >= w.start_ts && *ts <= end).map(|x| x.1).collect();
+                assert_eq!(ps.peak_used, inside.iter().max().copied(), "{key}: PTA step {} peak", w.step);
+                let last = pta_rows.iter().rev().find(|(ts, _)| *ts <= end).map(|x| x.1);
+                assert_eq!(ps.end_used, w.end_ts.and(last), "{key}: PTA step {} end", w.step);
+                let mut cur = 0i64;
+                let mut pk = None;
+                for &(ts, _, _, dl) in &hal_deltas {
+                    if ts > end {
+                        break;
+                    }
+                    if ts >= w.start_ts && pk.is_none() {
+                        pk = Some(cur);
+                    }
+                    cur += dl;
+                    if ts >= w.start_ts {
+                        pk = pk.max(Some(cur));
+                    }
+                }
+                assert_eq!(hs.peak_used, Some(pk.unwrap_or(cur) as u64), "{key}: HAL step {} peak", w.step);
+                if w.end_ts.is_some() {
+                    assert_eq!(hs.end_used, Some(cur as u64), "{key}: HAL step {} end", w.step);
+                }
+            }
+            if !proc_t.exit_stopped {
+                // HAL still held at exit = blocks whose FREE is the exit fill-in.
+                let held: u64 = srt
+                    .iter()
+                    .filter(|r| r.etype == "HAL" && r.event == "FREE" && r.ts == proc_t.exit_ts)
+                    .map(|r| int(&attrs(&r.attr), "size").unwrap())
+                    .sum();
+                assert_eq!(ht.final_used, held, "{key}: HAL final");
+            }
+
             // Breakdown at the PTA peak: live blocks by level-1 group, PTA and HAL.
             for bd in t.breakdowns.iter().filter(|b| b.pid == pid && b.device == device) {
                 let mut live: HashMap<String, (u64, Option<String>)> = HashMap::new();

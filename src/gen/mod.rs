@@ -238,27 +238,27 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
         let r = proc.run()?;
         t.rows_written += r.rows;
         t.files.extend(r.files);
-        let (pools, bds, live, steps, segs, leaks, oom, shadow, starts, stops) = r.acc.finish();
-        t.pools.extend(pools);
-        t.breakdowns.extend(bds);
-        t.live_at_exit.extend(live);
-        t.hal_segments.extend(segs);
-        t.leak.bytes += leaks.iter().map(|b| b.size).sum::<u64>();
-        t.leak.blocks.extend(leaks);
-        t.oom.extend(oom);
-        t.shadow.promoted_mallocs += shadow.promoted_mallocs;
-        t.shadow.stop_period_frees += shadow.stop_period_frees;
-        t.shadow.exit_fill_ins += shadow.exit_fill_ins;
-        t.shadow.residual_fill_ins += shadow.residual_fill_ins;
+        let a = r.acc.finish();
+        t.pools.extend(a.pools);
+        t.breakdowns.extend(a.breakdowns);
+        t.live_at_exit.extend(a.live_at_exit);
+        t.hal_segments.extend(a.hal_segments);
+        t.leak.bytes += a.leaks.iter().map(|b| b.size).sum::<u64>();
+        t.leak.blocks.extend(a.leaks);
+        t.oom.extend(a.oom);
+        t.shadow.promoted_mallocs += a.shadow.promoted_mallocs;
+        t.shadow.stop_period_frees += a.shadow.stop_period_frees;
+        t.shadow.exit_fill_ins += a.shadow.exit_fill_ins;
+        t.shadow.residual_fill_ins += a.shadow.residual_fill_ins;
         t.processes.push(truth::ProcessTruth {
             pid,
             dir: r.dir,
             devices: r.devices,
-            start_trace_ts: starts,
-            stop_trace_ts: stops,
+            start_trace_ts: a.start_ts,
+            stop_trace_ts: a.stop_ts,
             exit_ts: r.exit_ts,
             exit_stopped: r.exit_stopped,
-            steps,
+            steps: a.steps,
         });
     }
     t.files.sort_by(|a, b| a.path.cmp(&b.path));

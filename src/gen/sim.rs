@@ -270,6 +270,9 @@ impl PtaPool {
     }
 }
 
+/// Ops of one step on the first device with the size of the first PTA row after each op.
+type CmpSeq = Vec<(&'static str, Option<u64>)>;
+
 #[derive(Clone, Copy)]
 struct LayerDim {
     w: u64,
@@ -345,7 +348,7 @@ pub struct Proc<'a> {
     hbm_total: u64,
     other_used: u64,
     dead: bool,
-    cmp: Vec<(u32, Vec<(&'static str, Option<u64>)>)>,
+    cmp: Vec<(u32, CmpSeq)>,
     cmp_rec: bool,
     cmp_wait: usize,
     range_seq: u64,
@@ -1261,7 +1264,7 @@ impl<'a> Proc<'a> {
             }
         }
         let every = self.cfg.snapshot_every.max(1);
-        if step % every == 0 || step == 1 {
+        if step.is_multiple_of(every) || step == 1 {
             for d in 0..nd {
                 self.snapshot(d, step, false)?;
             }
@@ -1369,7 +1372,7 @@ impl<'a> Proc<'a> {
         self.access(Pool::Pta, act2, "WRITE", tx::OP_GELU, AccKind::Aten([dim.b, dim.h]), t);
         self.kernel(d, tx::K_GELU, t, false)?;
         self.aten(d, tx::OP_GELU, t, true)?;
-        if l % 4 == 0 {
+        if l.is_multiple_of(4) {
             self.atb_op(d, l, act2, t)?;
         }
         self.devs[d].model.act[l] = (act, act2);
@@ -1624,7 +1627,7 @@ impl<'a> Proc<'a> {
     fn compare_csv(&self) -> (String, u64) {
         let mut s = String::from(",,,Base,Compare\nEvent,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)\n");
         let dev = self.devs[0].dev.label();
-        let steps: Vec<&(u32, Vec<(&str, Option<u64>)>)> = self.cmp.iter().take(2).collect();
+        let steps: Vec<&(u32, CmpSeq)> = self.cmp.iter().take(2).collect();
         if steps.len() < 2 {
             return (s, 0);
         }

@@ -189,29 +189,29 @@ pub fn stack_table() -> Vec<String> {
         (TRAIN, 260, "<module>"),
     ]);
     t[stk::C_PTA as usize] = c_frames(&[
-        (LIB_MSTX_HOOK, "_ZN8MemScope19PTACachingPoolTrace8AllocateEPvPK18mstxMemHeapDesc_t", 0x1a4, 0xffff9c2a_11a4),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff8e3a_43c8),
-        (LIB_TORCH_NPU, "_ZN6at_npu6native15empty_with_formatEN3c108ArrayRefIlEE", 0x2f0, 0xffff8d1c_22f0),
-        (LIB_TORCH_CPU, "_ZN2at4_ops5empty4callEN3c108ArrayRefIlEE", 0x1b8, 0xffff88f1_a1b8),
+        (LIB_MSTX_HOOK, "_ZN8MemScope19PTACachingPoolTrace8AllocateEPvPK18mstxMemHeapDesc_t", 0x1a4, 0xffff_9c2a_11a4),
+        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff_8e3a_43c8),
+        (LIB_TORCH_NPU, "_ZN6at_npu6native15empty_with_formatEN3c108ArrayRefIlEE", 0x2f0, 0xffff_8d1c_22f0),
+        (LIB_TORCH_CPU, "_ZN2at4_ops5empty4callEN3c108ArrayRefIlEE", 0x1b8, 0xffff_88f1_a1b8),
     ]);
     t[stk::C_HAL_APP as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff97b6_c1d4),
-        (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff9a31_c04c),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff8e3a_1150),
+        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
+        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
+        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff_8e3a_1150),
     ]);
     t[stk::C_HCCL as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff97b6_c1d4),
-        (LIB_ACL, "aclrtMalloc", 0x44, 0xffff9a31_b044),
-        (LIB_HCCL, "_ZN4hccl17HcclCommunicator13InitCCLbufferEv", 0x210, 0xffff91d2_a210),
+        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
+        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (LIB_ACL, "aclrtMalloc", 0x44, 0xffff_9a31_b044),
+        (LIB_HCCL, "_ZN4hccl17HcclCommunicator13InitCCLbufferEv", 0x210, 0xffff_91d2_a210),
     ]);
     t[stk::C_OOM as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff97b6_c1d4),
-        (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff9a31_c04c),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff8e3a_1150),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff8e3a_43c8),
+        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
+        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
+        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff_8e3a_1150),
+        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff_8e3a_43c8),
     ]);
     t
 }

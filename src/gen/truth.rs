@@ -234,6 +234,20 @@ type Groups = BTreeMap<&'static str, (u64, u64)>;
 /// One HAL MALLOC/FREE as written: (ts, kind 0 = FREE / 1 = MALLOC, sequence, signed bytes).
 type Delta = (u64, u8, u64, i64);
 
+/// Everything the accumulator learned about one process.
+pub(crate) struct AccOut {
+    pub pools: Vec<PoolTruth>,
+    pub breakdowns: Vec<BreakdownTruth>,
+    pub live_at_exit: Vec<GroupLive>,
+    pub steps: Vec<StepWindow>,
+    pub hal_segments: Vec<HalSegment>,
+    pub leaks: Vec<LeakBlock>,
+    pub oom: Vec<OomTruth>,
+    pub shadow: ShadowTruth,
+    pub start_ts: Vec<u64>,
+    pub stop_ts: Vec<u64>,
+}
+
 pub(crate) struct Acc {
     pub pid: u32,
     pools: BTreeMap<(Dev, &'static str), PoolAcc>,
@@ -345,15 +359,13 @@ impl Acc {
             end_ts: None,
             collected,
         });
-        for pool in ["PTA"] {
-            let pa = self.pools.entry((dev, pool)).or_default();
-            pa.steps.push(StepPool {
-                step,
-                peak_used: None,
-                end_used: None,
-            });
-            pa.cur_step = if collected { Some(pa.steps.len() - 1) } else { None };
-        }
+        let pa = self.pools.entry((dev, "PTA")).or_default();
+        pa.steps.push(StepPool {
+            step,
+            peak_used: None,
+            end_used: None,
+        });
+        pa.cur_step = if collected { Some(pa.steps.len() - 1) } else { None };
     }
 
     pub fn step_end(&mut self, dev: Dev, step: u32, ts: u64, collected: bool) {
@@ -371,20 +383,7 @@ impl Acc {
         }
     }
 
-    pub fn finish(
-        self,
-    ) -> (
-        Vec<PoolTruth>,
-        Vec<BreakdownTruth>,
-        Vec<GroupLive>,
-        Vec<StepWindow>,
-        Vec<HalSegment>,
-        Vec<LeakBlock>,
-        Vec<OomTruth>,
-        ShadowTruth,
-        Vec<u64>,
-        Vec<u64>,
-    ) {
+    pub fn finish(self) -> AccOut {
         let pid = self.pid;
         let mut pools = Vec::new();
         for ((dev, pool), pa) in &self.pools {
@@ -430,21 +429,18 @@ impl Acc {
                     continue;
                 }
                 let end = w.end_ts.unwrap_or(u64::MAX);
-                let mut cur = 0i64;
-                let mut pk: Option<i64> = None;
-                for &(ts, _, _, delta) in &d {
-                    if ts > end {
-                        break;
-                    }
-                    if ts >= w.start_ts && pk.is_none() {
-                        pk = Some(cur);
-                    }
-                    cur += delta;
-                    if ts >= w.start_ts {
-                        pk = Some(pk.unwrap_or(cur).max(cur));
-                    }
+                // Value in effect at the window start, then every row inside the window.
+                let (mut cur, mut k) = (0i64, 0usize);
+                while k < d.len() && d[k].0 < w.start_ts {
+                    cur += d[k].3;
+                    k += 1;
                 }
-                let pk = pk.unwrap_or(cur);
+                let mut pk = cur;
+                while k < d.len() && d[k].0 <= end {
+                    cur += d[k].3;
+                    pk = pk.max(cur);
+                    k += 1;
+                }
                 steps.push(StepPool {
                     step: w.step,
                     peak_used: Some(pk as u64),
@@ -508,17 +504,17 @@ impl Acc {
         segs.sort_by(|a, b| (&a.device, a.ts, a.allocation_id).cmp(&(&b.device, b.ts, b.allocation_id)));
         let mut leaks = self.leaks;
         leaks.sort_by(|a, b| (&a.device, a.alloc_ts).cmp(&(&b.device, b.alloc_ts)));
-        (
+        AccOut {
             pools,
             breakdowns,
-            live,
-            self.steps,
-            segs,
+            live_at_exit: live,
+            steps: self.steps,
+            hal_segments: segs,
             leaks,
-            self.oom,
-            self.shadow,
-            self.start_ts,
-            self.stop_ts,
-        )
+            oom: self.oom,
+            shadow: self.shadow,
+            start_ts: self.start_ts,
+            stop_ts: self.stop_ts,
+        }
     }
 }
