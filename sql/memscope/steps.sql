@@ -1,0 +1,81 @@
+-- steps: the training/inference steps of each process and device, from SYSTEM STEP rows, MSTX "step start" ranges or MSTX step marks.
+--
+-- Steps are found per (source, pid, device), from the first kind of marker present:
+-- 1. SYSTEM STEP rows (`msmemscope.step()`): step number = the row's Name; the step runs from
+--    the STEP row to the first MSTX Range_end after it (before the next STEP row), or else to
+--    the next STEP row; the last step without a Range_end is open (end_ts NULL).
+-- 2. MSTX Range_start rows named "step start" (the text msMemScope's step ranges use): numbered
+--    1, 2, ... in time order; a step ends at the first Range_end after it (before the next
+--    step start), open otherwise.
+-- 3. MSTX Mark rows whose message contains "step": each mark starts a step that ends at the
+--    next such mark; the last one is open.
+-- Steps that ran while collection was stopped leave no rows, so their numbers are missing.
+--
+-- @column source       input file
+-- @column pid          process id
+-- @column device       Device Id as written
+-- @column step         step number (SYSTEM STEP: as written; MSTX: 1-based order)
+-- @column origin       SYSTEM_STEP, MSTX_RANGE or MSTX_MARK: the marker the step comes from
+-- @column start_ts     step start, ns (the marker row)
+-- @column end_ts       step end, ns (Range_end, next step marker); NULL = the step never ended in the data (e.g. OOM)
+-- @column duration_ns  end_ts - start_ts, ns; NULL for an open step
+-- @column complete     the step has an end
+-- @column start_row    row_idx of the marker row in its file
+WITH
+markers AS (
+    SELECT source, pid, device, ts, row_idx, name,
+           CASE WHEN event = 'SYSTEM' AND event_type = 'STEP' THEN 'SYSTEM_STEP'
+                WHEN event = 'MSTX' AND event_type = 'Range_start' AND lower(trim(name)) = 'step start' THEN 'MSTX_RANGE'
+                WHEN event = 'MSTX' AND event_type = 'Mark' AND lower(name) LIKE '%step%' THEN 'MSTX_MARK'
+                WHEN event = 'MSTX' AND event_type = 'Range_end' THEN 'RANGE_END'
+           END AS kind
+    FROM events
+    WHERE event IN ('SYSTEM', 'MSTX') AND ts IS NOT NULL
+),
+-- which marker kind defines the steps of each (source, pid, device)
+origin AS (
+    SELECT source, pid, device,
+           CASE WHEN bool_or(kind = 'SYSTEM_STEP') THEN 'SYSTEM_STEP'
+                WHEN bool_or(kind = 'MSTX_RANGE') THEN 'MSTX_RANGE'
+                WHEN bool_or(kind = 'MSTX_MARK') THEN 'MSTX_MARK'
+           END AS origin
+    FROM markers
+    WHERE kind IS NOT NULL
+    GROUP BY source, pid, device
+),
+-- step starts and range ends of each (source, pid, device), in time order;
+-- ordinal = number of the step a row belongs to (running count of starts)
+stream AS (
+    SELECT m.source, m.pid, m.device, m.ts, m.row_idx, m.name, m.kind, o.origin,
+           SUM(CASE WHEN m.kind = o.origin THEN 1 ELSE 0 END)
+               OVER (PARTITION BY m.source, m.pid, m.device ORDER BY m.ts, m.row_idx
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS ordinal
+    FROM markers m
+    JOIN origin o ON o.source = m.source AND (o.pid IS NOT DISTINCT FROM m.pid) AND o.device = m.device
+    WHERE m.kind = o.origin OR (m.kind = 'RANGE_END' AND o.origin <> 'MSTX_MARK')
+),
+-- first Range_end of each step
+range_ends AS (
+    SELECT source, pid, device, ordinal, MIN(ts) AS end_ts
+    FROM stream
+    WHERE kind = 'RANGE_END' AND ordinal > 0
+    GROUP BY source, pid, device, ordinal
+),
+starts AS (
+    SELECT source, pid, device, ts AS start_ts, row_idx AS start_row, name, origin, ordinal,
+           LEAD(ts) OVER (PARTITION BY source, pid, device ORDER BY ordinal) AS next_start_ts
+    FROM stream
+    WHERE kind = origin
+)
+SELECT s.source, s.pid, s.device,
+       CASE WHEN s.origin = 'SYSTEM_STEP' THEN COALESCE(try_cast(trim(s.name) AS BIGINT), s.ordinal)
+            ELSE s.ordinal END AS step,
+       s.origin, s.start_ts,
+       COALESCE(e.end_ts, s.next_start_ts) AS end_ts,
+       COALESCE(e.end_ts, s.next_start_ts) - s.start_ts AS duration_ns,
+       COALESCE(e.end_ts, s.next_start_ts) IS NOT NULL AS complete,
+       s.start_row
+FROM starts s
+LEFT JOIN range_ends e
+       ON e.source = s.source AND (e.pid IS NOT DISTINCT FROM s.pid) AND e.device = s.device AND e.ordinal = s.ordinal
+ORDER BY s.source, s.pid, s.device, s.start_ts

@@ -1,0 +1,65 @@
+-- usage_series: every value of every pool counter, one series per (source, pid, device, pool), in canonical order.
+--
+-- Framework pools (PTA, ATB, MINDSPORE, PTA_WORKSPACE, HOST_PINNED) carry their counters on
+-- their own MALLOC/FREE rows (Attr `used`, `total`: the state after the row's event; for
+-- HOST_PINNED `used` is the process VmRSS). HAL rows carry none, so the HAL series is the live
+-- bytes of HAL blocks computed by pairing (table `blocks`): +size at each MALLOC, -size when the
+-- block ends (FREE, shadow FREE, or address reuse). A shadow FREE later than every non-shadow
+-- row of its file is the tool's exit fill-in (memscope-format.md §5.5 rule 4): the memory was
+-- still held at exit, so it is not counted as a release. Blocks whose MALLOC was never seen
+-- (allocated before collection) are left out. Promoted shadow MALLOCs (stock memory) count.
+-- For HAL, `total` repeats `used`: HAL live bytes are the driver-level reservation.
+-- Counters of different processes, devices or pools are never mixed.
+--
+-- @column source   input file
+-- @column pid      process id
+-- @column device   Device Id as written (0..31, cpu, host)
+-- @column pool     pool (Event Type): HAL, PTA, ATB, MINDSPORE, PTA_WORKSPACE, HOST_PINNED
+-- @column ts       time of the event, ns
+-- @column row_idx  row of the event in its file (ties at equal ts keep file order); NULL for an address reuse without FREE
+-- @column used     bytes live in the pool after the event (HAL: paired live bytes; HOST_PINNED: VmRSS)
+-- @column total    bytes reserved by the pool after the event (HAL: = used; NULL when the row has none)
+-- @column origin   attr (the row's own counters) or pairing (HAL live bytes from MALLOC/FREE pairing)
+WITH
+-- framework pools: the counters written on the rows themselves (shadow rows carry none)
+attr_points AS (
+    SELECT source, pid, device, event_type AS pool, ts, row_idx, used, total
+    FROM events
+    WHERE event IN ('MALLOC', 'FREE')
+      AND event_type <> 'HAL'
+      AND (used IS NOT NULL OR total IS NOT NULL)
+),
+-- last time of a non-shadow row per file: later shadow FREEs are exit fill-ins
+file_end AS (
+    SELECT source, MAX(ts) AS last_real_ts
+    FROM events
+    WHERE NOT shadow
+    GROUP BY source
+),
+hal_blocks AS (
+    SELECT b.*, (b.free_kind = 'shadow' AND b.free_ts > f.last_real_ts) AS held_at_exit
+    FROM blocks b
+    JOIN file_end f ON f.source = b.source
+    WHERE b.pool = 'HAL' AND b.alloc_ts IS NOT NULL
+),
+-- +size when a HAL block starts, -size when it really ends
+hal_deltas AS (
+    SELECT source, pid, device, alloc_ts AS ts, alloc_row AS row_idx, size AS delta
+    FROM hal_blocks
+    UNION ALL
+    SELECT source, pid, device, free_ts AS ts, free_row AS row_idx, -size AS delta
+    FROM hal_blocks
+    WHERE free_ts IS NOT NULL AND NOT held_at_exit
+),
+hal_points AS (
+    SELECT source, pid, device, 'HAL' AS pool, ts, row_idx,
+           SUM(delta) OVER (PARTITION BY source, pid, device
+                            ORDER BY ts, row_idx NULLS FIRST
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS live
+    FROM hal_deltas
+)
+SELECT source, pid, device, pool, ts, row_idx, used, total, 'attr' AS origin
+FROM attr_points
+UNION ALL
+SELECT source, pid, device, pool, ts, row_idx, live AS used, live AS total, 'pairing' AS origin
+FROM hal_points
