@@ -218,3 +218,52 @@ impl ParquetSink {
         Ok(self.rows)
     }
 }
+
+/// A [`ParquetSink`] fed from another thread: encoding and compression run beside the parser.
+/// The channel holds at most two batches, so memory stays bounded.
+pub struct BackgroundSink {
+    tx: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    handle: Option<std::thread::JoinHandle<Result<u64>>>,
+}
+
+impl BackgroundSink {
+    pub fn spawn(sink: ParquetSink) -> BackgroundSink {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(2);
+        let handle = std::thread::spawn(move || {
+            let mut sink = sink;
+            for batch in rx {
+                sink.write(&batch)?;
+            }
+            sink.close()
+        });
+        BackgroundSink { tx: Some(tx), handle: Some(handle) }
+    }
+
+    pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        let sent = self.tx.as_ref().map(|tx| tx.send(batch).is_ok()).unwrap_or(false);
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped early: report its error.
+        self.finish().and_then(|_| Err(MemqError::Query("Parquet writer stopped".into())))
+    }
+
+    fn finish(&mut self) -> Result<u64> {
+        self.tx.take();
+        match self.handle.take() {
+            Some(h) => h.join().unwrap_or_else(|_| Err(MemqError::Query("Parquet writer thread panicked".into()))),
+            None => Ok(0),
+        }
+    }
+
+    /// Waits for every batch to be written and closes the file.
+    pub fn close(mut self) -> Result<u64> {
+        self.finish()
+    }
+}
+
+impl Drop for BackgroundSink {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}

@@ -154,34 +154,18 @@ impl Run {
         Ok(out)
     }
 
-    /// Reads a memscope dump (CSV or db) and writes events, rejects, blocks, oom, mem_snapshots.
-    async fn memscope_dump(&mut self, idx: usize, source: &Source) -> Result<DumpSummary> {
-        let staging = self.builder.staging_dir()?;
-        let events_staging = staging.join(format!("events-{idx}.parquet"));
-        let rejects_path = self.builder.table_dir("rejects")?.join(format!("{idx:04}.parquet"));
-        let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
-        let summary = match source.kind {
-            SourceKind::MemscopeDb => {
-                let conn = db_dump::open(&source.path)?;
-                let summary = db_dump::read(&source.path, &conn, out)?;
-                let tables = db_dump::python_trace_tables(&conn, &source.path)?;
-                if !tables.is_empty() {
-                    let batch = companions::read_python_trace_db(&source.path, &conn, &source.name, &tables)?;
-                    self.write_table(&ms::python_trace(), idx, &batch)?;
-                }
-                summary
-            }
-            _ => {
-                let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
-                csv_dump::read(&source.path, self.progress.wrap_read(file), out)?
-            }
-        };
-        if rejects_path.exists() {
-            self.record("rejects", &rejects_path, summary.rejects);
+    /// Finishes a parsed memscope dump: sorts its events into place and derives blocks, oom
+    /// and mem_snapshots.
+    async fn finish_dump(&mut self, idx: usize, source: &Source, parsed: ParsedDump) -> Result<DumpSummary> {
+        if parsed.rejects_path.exists() {
+            self.record("rejects", &parsed.rejects_path, parsed.summary.rejects);
         }
-        let events_file = self.sort_into(&events_staging, &ms::events(), idx).await?;
-        self.derive(idx, source, &events_file, summary.ts_unit.scale()).await?;
-        Ok(summary)
+        if let Some(batch) = &parsed.python_trace {
+            self.write_table(&ms::python_trace(), idx, batch)?;
+        }
+        let events_file = self.sort_into(&parsed.events_staging, &ms::events(), idx).await?;
+        self.derive(idx, source, &events_file, parsed.summary.ts_unit.scale()).await?;
+        Ok(parsed.summary)
     }
 
     /// One pass over the sorted events: blocks, oom, mem_snapshots.
@@ -233,6 +217,68 @@ impl Run {
     }
 }
 
+/// A memscope dump read into an unsorted staging file (step 1 of its ingest).
+struct ParsedDump {
+    summary: DumpSummary,
+    events_staging: PathBuf,
+    rejects_path: PathBuf,
+    python_trace: Option<RecordBatch>,
+}
+
+/// Reads one memscope dump (CSV or db) into `events_staging` and `rejects_path`.
+fn parse_dump(source: &Source, events_staging: PathBuf, rejects_path: PathBuf, progress: &ProgressBar) -> Result<ParsedDump> {
+    let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
+    let (summary, python_trace) = match source.kind {
+        SourceKind::MemscopeDb => {
+            let conn = db_dump::open(&source.path)?;
+            let summary = db_dump::read(&source.path, &conn, out)?;
+            let tables = db_dump::python_trace_tables(&conn, &source.path)?;
+            let trace = if tables.is_empty() {
+                None
+            } else {
+                Some(companions::read_python_trace_db(&source.path, &conn, &source.name, &tables)?)
+            };
+            (summary, trace)
+        }
+        _ => {
+            let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
+            (csv_dump::read(&source.path, progress.wrap_read(file), out)?, None)
+        }
+    };
+    Ok(ParsedDump { summary, events_staging, rejects_path, python_trace })
+}
+
+/// Parses every memscope dump among `sources`, several files at a time (one per core).
+fn parse_dumps(sources: &[Source], builder: &DatasetBuilder, progress: &ProgressBar) -> Result<Vec<Option<Result<ParsedDump>>>> {
+    let staging = builder.staging_dir()?;
+    let rejects = builder.table_dir("rejects")?;
+    let work: Vec<usize> = (0..sources.len())
+        .filter(|&i| matches!(sources[i].kind, SourceKind::MemscopeCsv | SourceKind::MemscopeDb))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<ParsedDump>>>> =
+        std::sync::Mutex::new((0..sources.len()).map(|_| None).collect());
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(work.len()).max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&idx) = work.get(k) else { break };
+                let parsed = parse_dump(
+                    &sources[idx],
+                    staging.join(format!("events-{idx}.parquet")),
+                    rejects.join(format!("{idx:04}.parquet")),
+                    progress,
+                );
+                if let Ok(mut r) = results.lock() {
+                    r[idx] = Some(parsed);
+                }
+            });
+        }
+    });
+    results.into_inner().map_err(|_| MemqError::Query("a parser thread panicked".into()))
+}
+
 /// Ingests `inputs` into the dataset `opts.output`.
 pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestReport> {
     let started = Instant::now();
@@ -275,13 +321,15 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
     for t in all_tables() {
         run.builder.table_dir(t.name)?;
     }
+    let mut parsed = parse_dumps(&sources, &run.builder, &run.progress)?;
     let mut entries = Vec::new();
     for (idx, source) in sources.iter().enumerate() {
         run.progress.set_message(source.name.clone());
         let meta = fs::metadata(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
         let (rows, rejects, ts_unit, generation) = match source.kind {
             SourceKind::MemscopeCsv | SourceKind::MemscopeDb => {
-                let s = run.memscope_dump(idx, source).await?;
+                let p = parsed[idx].take().ok_or_else(|| MemqError::Query(format!("{}: not parsed", source.name)))??;
+                let s = run.finish_dump(idx, source, p).await?;
                 (s.rows, s.rejects, Some(s.ts_unit.label().to_string()), Some(s.generation.to_string()))
             }
             SourceKind::Snapshot => {

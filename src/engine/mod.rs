@@ -56,7 +56,8 @@ impl Engine {
         let config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("memq", "main");
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        // Files can be queried by path too: `SELECT * FROM 'out.parquet'`.
+        let ctx = SessionContext::new_with_config_rt(config, runtime).enable_url_table();
         for def in all_tables() {
             register_table(&ctx, dataset, &def).await?;
         }

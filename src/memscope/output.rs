@@ -7,14 +7,14 @@ use super::events::{EventRow, EventsBuilder, GenerationHints};
 use super::rejects::{Reject, RejectsBuilder};
 use super::schema;
 use crate::attr;
-use crate::dataset::ParquetSink;
+use crate::dataset::{BackgroundSink, ParquetSink};
 use crate::error::Result;
 
 pub const BATCH_ROWS: usize = 64 * 1024;
 
 pub struct SourceOutput {
     pub events: EventsBuilder,
-    events_sink: Option<ParquetSink>,
+    events_sink: Option<BackgroundSink>,
     rejects: RejectsBuilder,
     rejects_path: PathBuf,
     rejects_sink: Option<ParquetSink>,
@@ -29,7 +29,7 @@ impl SourceOutput {
         let events_schema = schema::events().schema();
         Ok(SourceOutput {
             events: EventsBuilder::new(events_schema.clone(), source, 1),
-            events_sink: Some(ParquetSink::create(events_path, events_schema)?),
+            events_sink: Some(BackgroundSink::spawn(ParquetSink::create(events_path, events_schema)?)),
             rejects: RejectsBuilder::new(source),
             rejects_path: rejects_path.to_path_buf(),
             rejects_sink: None,
@@ -54,7 +54,7 @@ impl SourceOutput {
     fn flush_events(&mut self) -> Result<()> {
         let batch = self.events.finish();
         match self.events_sink.as_mut() {
-            Some(sink) => sink.write(&batch),
+            Some(sink) => sink.write(batch),
             None => Ok(()),
         }
     }
