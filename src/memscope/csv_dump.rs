@@ -6,41 +6,11 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use super::events::EventRow;
-use super::output::SourceOutput;
+use super::output::{SourceOutput, TsUnit};
 use super::records::{split_fields, RawRecord, RecordReader};
 use super::rejects::Reject;
 use crate::attr;
 use crate::error::{Location, MemqError, Result};
-
-/// Timestamp unit of a source as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TsUnit {
-    Ns,
-    Us,
-}
-
-impl TsUnit {
-    pub fn label(self) -> &'static str {
-        match self {
-            TsUnit::Ns => "ns",
-            TsUnit::Us => "us",
-        }
-    }
-    pub fn scale(self) -> i64 {
-        match self {
-            TsUnit::Ns => 1,
-            TsUnit::Us => 1000,
-        }
-    }
-    /// memscope-format.md §2.6: values below 1e17 are microseconds.
-    pub fn guess(value: i64) -> TsUnit {
-        if value.unsigned_abs() < 100_000_000_000_000_000 {
-            TsUnit::Us
-        } else {
-            TsUnit::Ns
-        }
-    }
-}
 
 /// Column positions found in the header.
 struct Columns {
@@ -136,19 +106,11 @@ pub struct DumpSummary {
 /// `input` is the file's content (possibly wrapped for progress reporting); `path` names it in
 /// errors.
 pub fn read(path: &Path, input: impl Read, mut out: SourceOutput) -> Result<DumpSummary> {
-    read_from(path, BufReader::with_capacity(1 << 20, input), &mut out)
-        .and_then(|unit| {
-            let (rows, rejects, hints) = out.close()?;
-            Ok(DumpSummary {
-                rows,
-                rejects,
-                ts_unit: unit,
-                generation: hints.label(),
-            })
-        })
+    read_from(path, BufReader::with_capacity(1 << 20, input), &mut out)?;
+    out.close()
 }
 
-fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) -> Result<TsUnit> {
+fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) -> Result<()> {
     let mut reader = RecordReader::new(input);
     let mut rec = RawRecord::default();
     let io_err = |e: std::io::Error| MemqError::io(path, e);
@@ -167,7 +129,9 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
         return Err(MemqError::input(path, Location::Line(1), "empty header line"));
     }
     let cols = Columns::from_header(path, &split_fields(header_text))?;
-    let mut unit = cols.header_unit;
+    if let Some(u) = cols.header_unit {
+        out.declare_unit(u);
+    }
     let mut row_idx = 0u64;
     let mut row = EventRow::default();
     while reader.next_record(&mut rec).map_err(io_err)? {
@@ -180,12 +144,6 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
             Ok(decimal_ptr) => {
                 row.row_idx = idx;
                 row.line = rec.line;
-                if let (None, Some(ts)) = (unit, row.ts_raw) {
-                    let u = TsUnit::guess(ts);
-                    unit = Some(u);
-                    out.events.set_ts_scale(u.scale());
-                    out.hints.microseconds = u == TsUnit::Us;
-                }
                 out.hints.decimal_ptr |= decimal_ptr;
                 out.push_event(&row)?;
             }
@@ -197,10 +155,7 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
             })?,
         }
     }
-    if let Some(TsUnit::Us) = cols.header_unit {
-        out.hints.microseconds = true;
-    }
-    Ok(unit.unwrap_or(TsUnit::Ns))
+    Ok(())
 }
 
 /// Parses one record into `row`; returns whether its Ptr was written in decimal (a G1 trait).

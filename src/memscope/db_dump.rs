@@ -8,9 +8,9 @@ use std::path::Path;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-use super::csv_dump::{DumpSummary, TsUnit};
+use super::csv_dump::DumpSummary;
 use super::events::EventRow;
-use super::output::SourceOutput;
+use super::output::{SourceOutput, TsUnit};
 use super::rejects::Reject;
 use crate::attr;
 use crate::error::{Location, MemqError, Result};
@@ -115,9 +115,8 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
         find("Call Stack(Python)"),
         find("Call Stack(C)"),
     ];
-    let mut unit: Option<TsUnit> = find("Timestamp(us)").map(|_| TsUnit::Us);
-    if unit.is_some() {
-        out.events.set_ts_scale(1000);
+    if find("Timestamp(us)").is_some() {
+        out.declare_unit(TsUnit::Us);
     }
     let mut rows = stmt.query([]).map_err(|e| sqlite_error(path, e))?;
     let mut row_idx = 0u64;
@@ -162,12 +161,6 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
             Ok(()) => {
                 ev.row_idx = row_idx;
                 ev.line = rowid.max(0) as u64;
-                if let (None, Some(ts)) = (unit, ev.ts_raw) {
-                    let u = TsUnit::guess(ts);
-                    unit = Some(u);
-                    out.events.set_ts_scale(u.scale());
-                    out.hints.microseconds = u == TsUnit::Us;
-                }
                 out.push_event(&ev)?;
             }
             Err(reason) => {
@@ -182,12 +175,5 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
         }
         row_idx += 1;
     }
-    let unit = unit.unwrap_or(TsUnit::Ns);
-    let (rows, rejects, hints) = out.close()?;
-    Ok(DumpSummary {
-        rows,
-        rejects,
-        ts_unit: unit,
-        generation: hints.label(),
-    })
+    out.close()
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::csv_dump::DumpSummary;
 use super::events::{EventRow, EventsBuilder, GenerationHints};
 use super::rejects::{Reject, RejectsBuilder};
 use super::schema;
@@ -12,6 +13,37 @@ use crate::error::Result;
 
 pub const BATCH_ROWS: usize = 64 * 1024;
 
+/// Timestamp unit of a source as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsUnit {
+    Ns,
+    Us,
+}
+
+impl TsUnit {
+    pub fn label(self) -> &'static str {
+        match self {
+            TsUnit::Ns => "ns",
+            TsUnit::Us => "us",
+        }
+    }
+    pub fn scale(self) -> i64 {
+        match self {
+            TsUnit::Ns => 1,
+            TsUnit::Us => 1000,
+        }
+    }
+    /// memscope-format.md §2.6: values below 1e17 are microseconds.
+    pub fn guess(value: i64) -> TsUnit {
+        if value.unsigned_abs() < 100_000_000_000_000_000 {
+            TsUnit::Us
+        } else {
+            TsUnit::Ns
+        }
+    }
+}
+
+
 pub struct SourceOutput {
     pub events: EventsBuilder,
     events_sink: Option<BackgroundSink>,
@@ -19,6 +51,8 @@ pub struct SourceOutput {
     rejects_path: PathBuf,
     rejects_sink: Option<ParquetSink>,
     pub hints: GenerationHints,
+    /// Declared by the header, or guessed from the first timestamp.
+    ts_unit: Option<TsUnit>,
     pub rows: u64,
     pub rejected: u64,
 }
@@ -34,12 +68,23 @@ impl SourceOutput {
             rejects_path: rejects_path.to_path_buf(),
             rejects_sink: None,
             hints: GenerationHints::default(),
+            ts_unit: None,
             rows: 0,
             rejected: 0,
         })
     }
 
+    /// The unit named by the source itself (a `Timestamp(us)` column).
+    pub fn declare_unit(&mut self, unit: TsUnit) {
+        self.ts_unit = Some(unit);
+        self.events.set_ts_scale(unit.scale());
+        self.hints.microseconds = unit == TsUnit::Us;
+    }
+
     pub fn push_event(&mut self, row: &EventRow) -> Result<()> {
+        if let (None, Some(ts)) = (self.ts_unit, row.ts_raw) {
+            self.declare_unit(TsUnit::guess(ts));
+        }
         let mut items = Vec::new();
         attr::parse_into(&row.attr, &mut items);
         self.hints.observe(row, &items);
@@ -83,7 +128,7 @@ impl SourceOutput {
     }
 
     /// Flushes and closes both files.
-    pub fn close(mut self) -> Result<(u64, u64, GenerationHints)> {
+    pub fn close(mut self) -> Result<DumpSummary> {
         self.flush_events()?;
         if let Some(sink) = self.events_sink.take() {
             sink.close()?;
@@ -92,6 +137,11 @@ impl SourceOutput {
         if let Some(s) = self.rejects_sink.take() {
             s.close()?;
         }
-        Ok((self.rows, self.rejected, self.hints))
+        Ok(DumpSummary {
+            rows: self.rows,
+            rejects: self.rejected,
+            ts_unit: self.ts_unit.unwrap_or(TsUnit::Ns),
+            generation: self.hints.label(),
+        })
     }
 }
