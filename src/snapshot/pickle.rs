@@ -1,0 +1,671 @@
+//! A data-only pickle decoder (protocols 2 to 5), written for untrusted snapshot files.
+//!
+//! It runs the pickle stack machine over the data opcodes only. Every opcode that would import,
+//! call or fetch something (GLOBAL, REDUCE, BUILD, PERSID, out-of-band buffers, ...) is refused
+//! with its name and byte offset. Every length is checked against the bytes left before anything
+//! is allocated, and the memo stores references into an [`Arena`], never copies.
+//!
+//! A container may only be modified while it is not yet inside another container. The pickler
+//! always completes a container before placing it, so this holds for every real file, and it
+//! makes reference cycles impossible: the last link that closes a cycle would have to modify a
+//! container already placed. Nesting is limited to [`MAX_DEPTH`] levels, so code that walks the
+//! result recursively is safe.
+
+use super::opcode as op;
+use super::value::{Arena, ObjId, Object, Value};
+
+/// Deepest container nesting accepted (real snapshots nest 7 levels).
+pub const MAX_DEPTH: u16 = 100;
+/// Most MARKs open at once (real snapshots: 7).
+const MAX_MARKS: usize = 64;
+/// Longest integer payload accepted, in bytes: everything fits an i128.
+const MAX_INT_BYTES: usize = 16;
+/// How many leading bytes of a non-pickle file the error shows.
+const PREVIEW_BYTES: usize = 48;
+
+/// A decoded pickle.
+#[derive(Debug)]
+pub struct Decoded {
+    pub arena: Arena,
+    pub root: Value,
+    /// The protocol named by the header.
+    pub protocol: u8,
+    /// Harmless oddities worth reporting: trailing bytes, invalid UTF-8 in strings.
+    pub warnings: Vec<String>,
+}
+
+/// Why decoding stopped, at which byte offset (that of the offending opcode).
+#[derive(Debug, PartialEq)]
+pub struct DecodeError {
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// Decodes a whole pickle held in memory.
+pub fn decode(data: &[u8]) -> Result<Decoded, DecodeError> {
+    if data.first() != Some(&op::PROTO) {
+        return Err(DecodeError {
+            offset: 0,
+            reason: format!("not a pickle ({})", preview(data)),
+        });
+    }
+    Machine::new(data).run()
+}
+
+/// What a file starts with, as text when it reads as text, else as hex bytes.
+fn preview(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "the file is empty".to_string();
+    }
+    let head = &data[..data.len().min(PREVIEW_BYTES)];
+    let more = if head.len() < data.len() { " …" } else { "" };
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => Some(text),
+        // A multi-byte character cut by the preview length.
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&head[..e.valid_up_to()]).ok(),
+        Err(_) => None,
+    };
+    match text {
+        Some(text)
+            if text
+                .chars()
+                .all(|c| !c.is_control() || c == '\n' || c == '\t') =>
+        {
+            format!("starts with text '{}{more}'", text.escape_default())
+        }
+        _ => {
+            let hex: Vec<String> = head.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            let more = if data.len() > 16 { " …" } else { "" };
+            format!("starts with bytes {}{more}", hex.join(" "))
+        }
+    }
+}
+
+/// The pickle stack machine.
+struct Machine<'a> {
+    data: &'a [u8],
+    /// Next byte to read.
+    pos: usize,
+    /// Offset and byte of the opcode being executed.
+    at: usize,
+    op: u8,
+    /// The value stack; MARKs are positions in it.
+    stack: Vec<Value>,
+    marks: Vec<usize>,
+    /// Memo slots by index; `memo_count` is the number of filled slots (Python's `len(memo)`).
+    memo: Vec<Option<Value>>,
+    memo_count: usize,
+    arena: Arena,
+    /// Per object: it has been placed inside a container, so it may no longer be modified.
+    placed: Vec<bool>,
+    /// Per object: nesting height (0 for strings and bytes, 1 + deepest item for containers).
+    height: Vec<u16>,
+    protocol: u8,
+    opcodes: usize,
+    /// Strings that were not valid UTF-8: how many, and the offset of the first.
+    invalid_utf8: Option<(usize, usize)>,
+}
+
+impl<'a> Machine<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Machine {
+            data,
+            pos: 0,
+            at: 0,
+            op: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Vec::new(),
+            memo_count: 0,
+            arena: Arena::default(),
+            placed: Vec::new(),
+            height: Vec::new(),
+            protocol: 0,
+            opcodes: 0,
+            invalid_utf8: None,
+        }
+    }
+
+    fn run(mut self) -> Result<Decoded, DecodeError> {
+        while let Some(&byte) = self.data.get(self.pos) {
+            self.at = self.pos;
+            self.op = byte;
+            self.pos += 1;
+            self.opcodes += 1;
+            if byte == op::STOP {
+                return self.finish();
+            }
+            self.execute()?;
+        }
+        Err(DecodeError {
+            offset: self.data.len() as u64,
+            reason: "truncated: the pickle ends without a STOP opcode".to_string(),
+        })
+    }
+
+    fn finish(mut self) -> Result<Decoded, DecodeError> {
+        let root = self.pop()?;
+        if !self.stack.is_empty() || !self.marks.is_empty() {
+            return Err(self.error(format!(
+                "the pickle ends with {} unused values and {} open MARKs",
+                self.stack.len(),
+                self.marks.len()
+            )));
+        }
+        let mut warnings = Vec::new();
+        let trailing = self.data.len() - self.pos;
+        if trailing > 0 {
+            warnings.push(format!(
+                "{trailing} bytes after the STOP opcode at byte offset {} were ignored",
+                self.at
+            ));
+        }
+        if let Some((count, first)) = self.invalid_utf8 {
+            warnings.push(format!(
+                "{count} strings are not valid UTF-8 (first at byte offset {first}); invalid \
+                 sequences were replaced by U+FFFD"
+            ));
+        }
+        Ok(Decoded {
+            arena: self.arena,
+            root,
+            protocol: self.protocol,
+            warnings,
+        })
+    }
+
+    fn execute(&mut self) -> Result<(), DecodeError> {
+        match self.op {
+            op::PROTO => {
+                let version = self.take(1)?[0];
+                if !(2..=5).contains(&version) {
+                    return Err(self.error(format!(
+                        "pickle protocol {version} is not supported (memq reads protocols 2 to 5)"
+                    )));
+                }
+                self.protocol = version;
+            }
+            op::FRAME => {
+                // Only a read-ahead hint: validated, never used to allocate.
+                let length = self.uint(8)?;
+                let left = self.data.len() - self.pos;
+                if length > left as u64 {
+                    return Err(self.error(format!(
+                        "claims a frame of {length} bytes but only {left} bytes remain (truncated)"
+                    )));
+                }
+            }
+            op::MARK => {
+                if self.marks.len() >= MAX_MARKS {
+                    return Err(self.error(format!("more than {MAX_MARKS} nested MARKs")));
+                }
+                self.marks.push(self.stack.len());
+            }
+            op::POP => {
+                if self.stack.len() > self.frame_start() {
+                    self.stack.pop();
+                } else {
+                    self.pop_mark()?;
+                }
+            }
+            op::POP_MARK => {
+                self.pop_mark()?;
+            }
+            op::DUP => {
+                let top = self.top()?;
+                self.stack.push(top);
+            }
+
+            op::NONE => self.stack.push(Value::None),
+            op::NEWTRUE => self.stack.push(Value::Bool(true)),
+            op::NEWFALSE => self.stack.push(Value::Bool(false)),
+            op::BININT => {
+                let bytes = self.take(4)?;
+                let value = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                self.stack.push(Value::Int(value.into()));
+            }
+            op::BININT1 => {
+                let value = self.uint(1)?;
+                self.push_int(value.into());
+            }
+            op::BININT2 => {
+                let value = self.uint(2)?;
+                self.push_int(value.into());
+            }
+            op::LONG1 => {
+                let length = self.uint(1)?;
+                self.long(length as usize)?;
+            }
+            op::LONG4 => {
+                let length = self.int4_length()?;
+                self.long(length)?;
+            }
+            op::INT => {
+                let line = self.line()?;
+                match line {
+                    b"00" => self.stack.push(Value::Bool(false)),
+                    b"01" => self.stack.push(Value::Bool(true)),
+                    _ => {
+                        let value = self.parse_line::<i128>(line)?;
+                        self.push_int(value);
+                    }
+                }
+            }
+            op::LONG => {
+                let line = self.line()?;
+                let digits = line.strip_suffix(b"L").unwrap_or(line);
+                let value = self.parse_line::<i128>(digits)?;
+                self.push_int(value);
+            }
+            op::BINFLOAT => {
+                let bytes = self.take(8)?;
+                let mut be = [0u8; 8];
+                be.copy_from_slice(bytes);
+                self.stack.push(Value::Float(f64::from_be_bytes(be)));
+            }
+            op::FLOAT => {
+                let line = self.line()?;
+                let value = self.parse_line::<f64>(line)?;
+                self.stack.push(Value::Float(value));
+            }
+
+            op::SHORT_BINUNICODE | op::SHORT_BINSTRING => {
+                let bytes = self.sized(1)?;
+                self.push_str(bytes);
+            }
+            op::BINUNICODE => {
+                let bytes = self.sized(4)?;
+                self.push_str(bytes);
+            }
+            op::BINUNICODE8 => {
+                let bytes = self.sized(8)?;
+                self.push_str(bytes);
+            }
+            op::BINSTRING => {
+                let length = self.int4_length()?;
+                let bytes = self.take(length)?;
+                self.push_str(bytes);
+            }
+            op::SHORT_BINBYTES => {
+                let bytes = self.sized(1)?;
+                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+            }
+            op::BINBYTES => {
+                let bytes = self.sized(4)?;
+                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+            }
+            op::BINBYTES8 | op::BYTEARRAY8 => {
+                let bytes = self.sized(8)?;
+                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+            }
+
+            op::EMPTY_TUPLE => self.push_object(Object::Tuple(Vec::new()), 1),
+            op::TUPLE1 => self.tuple_of_top(1)?,
+            op::TUPLE2 => self.tuple_of_top(2)?,
+            op::TUPLE3 => self.tuple_of_top(3)?,
+            op::TUPLE => {
+                let items = self.pop_mark()?;
+                let height = self.place(&items)?;
+                self.push_object(Object::Tuple(items), height);
+            }
+            op::EMPTY_LIST => self.push_object(Object::List(Vec::new()), 1),
+            op::LIST => {
+                let items = self.pop_mark()?;
+                let height = self.place(&items)?;
+                self.push_object(Object::List(items), height);
+            }
+            op::APPEND => {
+                let item = self.pop()?;
+                self.add_items(vec![item])?;
+            }
+            op::APPENDS | op::ADDITEMS => {
+                let items = self.pop_mark()?;
+                self.add_items(items)?;
+            }
+            op::EMPTY_DICT => self.push_object(Object::Dict(Vec::new()), 1),
+            op::DICT => {
+                let items = self.pop_mark()?;
+                let height = self.place(&items)?;
+                let pairs = self.pairs(items)?;
+                self.push_object(Object::Dict(pairs), height);
+            }
+            op::SETITEM => {
+                let value = self.pop()?;
+                let key = self.pop()?;
+                self.add_items(vec![key, value])?;
+            }
+            op::SETITEMS => {
+                let items = self.pop_mark()?;
+                self.add_items(items)?;
+            }
+            op::EMPTY_SET => self.push_object(Object::Set(Vec::new()), 1),
+            op::FROZENSET => {
+                let items = self.pop_mark()?;
+                let height = self.place(&items)?;
+                self.push_object(Object::Set(items), height);
+            }
+
+            op::MEMOIZE => self.memo_put(self.memo_count)?,
+            op::BINPUT => {
+                let index = self.uint(1)?;
+                self.memo_put(index as usize)?;
+            }
+            op::LONG_BINPUT => {
+                let index = self.uint(4)?;
+                self.memo_put(index as usize)?;
+            }
+            op::PUT => {
+                let line = self.line()?;
+                let index = self.parse_line::<usize>(line)?;
+                self.memo_put(index)?;
+            }
+            op::BINGET => {
+                let index = self.uint(1)?;
+                self.memo_get(index as usize)?;
+            }
+            op::LONG_BINGET => {
+                let index = self.uint(4)?;
+                self.memo_get(index as usize)?;
+            }
+            op::GET => {
+                let line = self.line()?;
+                let index = self.parse_line::<usize>(line)?;
+                self.memo_get(index)?;
+            }
+
+            op::GLOBAL
+            | op::STACK_GLOBAL
+            | op::REDUCE
+            | op::BUILD
+            | op::INST
+            | op::OBJ
+            | op::NEWOBJ
+            | op::NEWOBJ_EX
+            | op::EXT1
+            | op::EXT2
+            | op::EXT4
+            | op::PERSID
+            | op::BINPERSID
+            | op::NEXT_BUFFER
+            | op::READONLY_BUFFER => {
+                return Err(self.error(
+                    "is not allowed in a data-only snapshot (it imports, calls or fetches objects)",
+                ));
+            }
+            op::STRING | op::UNICODE => {
+                return Err(self.error(
+                    "(a protocol 0 text string) is not supported; snapshots are written with \
+                     protocol 2 or later",
+                ));
+            }
+            other => {
+                return Err(DecodeError {
+                    offset: self.at as u64,
+                    reason: format!("byte 0x{other:02x} is not a pickle opcode"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// An error at the current opcode, naming it.
+    fn error(&self, reason: impl std::fmt::Display) -> DecodeError {
+        DecodeError {
+            offset: self.at as u64,
+            reason: format!(
+                "opcode 0x{:02x} {} {reason}",
+                self.op,
+                op::name(self.op).unwrap_or("?")
+            ),
+        }
+    }
+
+    // Reading operands.
+
+    fn take(&mut self, length: usize) -> Result<&'a [u8], DecodeError> {
+        let left = self.data.len() - self.pos;
+        if length > left {
+            return Err(self.error(format!(
+                "needs {length} bytes but only {left} remain (truncated)"
+            )));
+        }
+        let bytes = &self.data[self.pos..self.pos + length];
+        self.pos += length;
+        Ok(bytes)
+    }
+
+    /// A little-endian unsigned integer of `width` bytes (at most 8).
+    fn uint(&mut self, width: usize) -> Result<u64, DecodeError> {
+        let bytes = self.take(width)?;
+        let mut le = [0u8; 8];
+        le[..width].copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(le))
+    }
+
+    /// A length prefix of `width` bytes followed by that many bytes.
+    fn sized(&mut self, width: usize) -> Result<&'a [u8], DecodeError> {
+        let length = self.uint(width)?;
+        let left = self.data.len() - self.pos;
+        if length > left as u64 {
+            return Err(self.error(format!(
+                "claims {length} bytes but only {left} remain (truncated or corrupt)"
+            )));
+        }
+        self.take(length as usize)
+    }
+
+    /// A signed 4-byte length (BINSTRING, LONG4), which must not be negative.
+    fn int4_length(&mut self) -> Result<usize, DecodeError> {
+        let bytes = self.take(4)?;
+        let length = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        usize::try_from(length).map_err(|_| self.error(format!("has negative length {length}")))
+    }
+
+    /// A newline-terminated operand of the text opcodes, without the newline.
+    fn line(&mut self) -> Result<&'a [u8], DecodeError> {
+        let rest = &self.data[self.pos..];
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return Err(self.error("has no terminating newline (truncated)"));
+        };
+        self.pos += end + 1;
+        Ok(&rest[..end])
+    }
+
+    fn parse_line<T: std::str::FromStr>(&self, line: &[u8]) -> Result<T, DecodeError> {
+        std::str::from_utf8(line)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .ok_or_else(|| {
+                self.error(format!(
+                    "has a malformed operand '{}'",
+                    String::from_utf8_lossy(line).escape_default()
+                ))
+            })
+    }
+
+    /// A little-endian two's-complement integer of `length` bytes (LONG1, LONG4).
+    fn long(&mut self, length: usize) -> Result<(), DecodeError> {
+        let bytes = self.take(length)?;
+        if length > MAX_INT_BYTES {
+            return Err(self.error(format!(
+                "holds an integer of {length} bytes; at most {MAX_INT_BYTES} bytes are accepted"
+            )));
+        }
+        let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
+        let mut le = if negative { [0xff; 16] } else { [0; 16] };
+        le[..length].copy_from_slice(bytes);
+        self.push_int(i128::from_le_bytes(le));
+        Ok(())
+    }
+
+    // The stack.
+
+    /// Where the innermost MARK starts; values below it are out of reach.
+    fn frame_start(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    fn pop(&mut self) -> Result<Value, DecodeError> {
+        if self.stack.len() > self.frame_start() {
+            if let Some(value) = self.stack.pop() {
+                return Ok(value);
+            }
+        }
+        Err(self.error("finds the stack empty (stack underflow)"))
+    }
+
+    fn top(&self) -> Result<Value, DecodeError> {
+        match self.stack.last() {
+            Some(&value) if self.stack.len() > self.frame_start() => Ok(value),
+            _ => Err(self.error("finds the stack empty (stack underflow)")),
+        }
+    }
+
+    /// The values above the innermost MARK, removing the MARK.
+    fn pop_mark(&mut self) -> Result<Vec<Value>, DecodeError> {
+        match self.marks.pop() {
+            Some(start) => Ok(self.stack.split_off(start)),
+            None => Err(self.error("finds no MARK (stack underflow)")),
+        }
+    }
+
+    fn push_int(&mut self, value: i128) {
+        match i64::try_from(value) {
+            Ok(small) => self.stack.push(Value::Int(small)),
+            Err(_) => self.push_object(Object::BigInt(value), 0),
+        }
+    }
+
+    fn push_str(&mut self, bytes: &[u8]) {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text.to_string(),
+            Err(_) => {
+                let (count, first) = self.invalid_utf8.unwrap_or((0, self.at));
+                self.invalid_utf8 = Some((count + 1, first));
+                String::from_utf8_lossy(bytes).into_owned()
+            }
+        };
+        self.push_object(Object::Str(text), 0);
+    }
+
+    fn push_object(&mut self, object: Object, height: u16) {
+        let id = self.arena.push(object, self.at as u64);
+        self.placed.push(false);
+        self.height.push(height);
+        self.stack.push(Value::Obj(id));
+    }
+
+    // Containers.
+
+    /// Marks values as placed inside a container and returns the height of a container
+    /// holding them, refusing nesting beyond [`MAX_DEPTH`].
+    fn place(&mut self, items: &[Value]) -> Result<u16, DecodeError> {
+        let mut height = 1;
+        for item in items {
+            if let Value::Obj(id) = *item {
+                self.placed[id] = true;
+                height = height.max(self.height[id] + 1);
+            }
+        }
+        if height > MAX_DEPTH {
+            return Err(self.error(format!("nests containers deeper than {MAX_DEPTH} levels")));
+        }
+        Ok(height)
+    }
+
+    fn tuple_of_top(&mut self, count: usize) -> Result<(), DecodeError> {
+        if self.stack.len() < self.frame_start() + count {
+            return Err(self.error("finds too few values on the stack (stack underflow)"));
+        }
+        let items = self.stack.split_off(self.stack.len() - count);
+        let height = self.place(&items)?;
+        self.push_object(Object::Tuple(items), height);
+        Ok(())
+    }
+
+    fn pairs(&self, items: Vec<Value>) -> Result<Vec<(Value, Value)>, DecodeError> {
+        if items.len() % 2 != 0 {
+            return Err(self.error(format!(
+                "has an odd number of values ({}) for key/value pairs",
+                items.len()
+            )));
+        }
+        let mut pairs = Vec::with_capacity(items.len() / 2);
+        let mut items = items.into_iter();
+        while let (Some(key), Some(value)) = (items.next(), items.next()) {
+            pairs.push((key, value));
+        }
+        Ok(pairs)
+    }
+
+    /// APPEND(S), SETITEM(S), ADDITEMS: adds items to the list, dict or set on top of the stack.
+    fn add_items(&mut self, items: Vec<Value>) -> Result<(), DecodeError> {
+        let target = self.top()?;
+        let id = self.container(target)?;
+        let height = self.place(&items)?;
+        if self.placed[id] {
+            return Err(self.error(format!(
+                "modifies a {} that is already inside another container or itself (cyclic \
+                 pickle)",
+                self.arena.type_name(target)
+            )));
+        }
+        self.height[id] = self.height[id].max(height);
+        if matches!(self.arena.get(id), Object::Dict(_)) {
+            let pairs = self.pairs(items)?;
+            if let Object::Dict(entries) = self.arena.get_mut(id) {
+                entries.extend(pairs);
+            }
+        } else if let Object::List(list) | Object::Set(list) = self.arena.get_mut(id) {
+            list.extend(items);
+        }
+        Ok(())
+    }
+
+    /// The object this opcode may add items to: a list (APPEND), dict (SETITEM) or set
+    /// (ADDITEMS).
+    fn container(&self, target: Value) -> Result<ObjId, DecodeError> {
+        let expected = match self.op {
+            op::APPEND | op::APPENDS => "list",
+            op::SETITEM | op::SETITEMS => "dict",
+            _ => "set",
+        };
+        match target {
+            Value::Obj(id) if self.arena.type_name(target) == expected => Ok(id),
+            _ => Err(self.error(format!(
+                "needs a {expected} below its values, found a {}",
+                self.arena.type_name(target)
+            ))),
+        }
+    }
+
+    // The memo.
+
+    fn memo_put(&mut self, index: usize) -> Result<(), DecodeError> {
+        let value = self.top()?;
+        // Each opcode fills at most one slot, so a larger index is corrupt; this also bounds
+        // the memo's size by the input's.
+        if index > self.opcodes {
+            return Err(self.error(format!("uses memo index {index}, which is out of range")));
+        }
+        if index >= self.memo.len() {
+            self.memo.resize(index + 1, None);
+        }
+        if self.memo[index].replace(value).is_none() {
+            self.memo_count += 1;
+        }
+        Ok(())
+    }
+
+    fn memo_get(&mut self, index: usize) -> Result<(), DecodeError> {
+        match self.memo.get(index).copied().flatten() {
+            Some(value) => {
+                self.stack.push(value);
+                Ok(())
+            }
+            None => Err(self.error(format!(
+                "reads memo index {index} before anything was stored there"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The decoded pickle: scalars inline, everything else an object in an arena addressed by id.
+//! A memo-shared value (a frame dict, a frame list, a string) is one object however often it is
+//! referenced, so it is stored once and later code can recognise it by identity.
+
+/// Index of an object in the [`Arena`].
+pub type ObjId = usize;
+
+/// A value on the pickle stack or inside a container.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Obj(ObjId),
+}
+
+/// A value that is not a scalar.
+#[derive(Debug, PartialEq)]
+pub enum Object {
+    /// An integer outside i64 (payloads of up to 16 bytes are accepted).
+    BigInt(i128),
+    Str(String),
+    /// `bytes` or `bytearray`.
+    Bytes(Vec<u8>),
+    List(Vec<Value>),
+    Tuple(Vec<Value>),
+    /// Items in pickle order; with a repeated key the last item wins, as in Python.
+    Dict(Vec<(Value, Value)>),
+    /// `set` or `frozenset`, items in pickle order.
+    Set(Vec<Value>),
+}
+
+/// Every object of one decoded pickle, with the byte offset of the opcode that created it.
+#[derive(Debug, Default)]
+pub struct Arena {
+    objects: Vec<Object>,
+    offsets: Vec<u64>,
+}
+
+impl Arena {
+    pub fn push(&mut self, object: Object, offset: u64) -> ObjId {
+        self.objects.push(object);
+        self.offsets.push(offset);
+        self.objects.len() - 1
+    }
+
+    pub fn get(&self, id: ObjId) -> &Object {
+        &self.objects[id]
+    }
+
+    pub fn get_mut(&mut self, id: ObjId) -> &mut Object {
+        &mut self.objects[id]
+    }
+
+    /// Byte offset of the opcode that created the object.
+    pub fn offset(&self, id: ObjId) -> u64 {
+        self.offsets[id]
+    }
+
+    pub fn object(&self, value: Value) -> Option<&Object> {
+        match value {
+            Value::Obj(id) => Some(self.get(id)),
+            _ => None,
+        }
+    }
+
+    pub fn str(&self, value: Value) -> Option<&str> {
+        match self.object(value) {
+            Some(Object::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Any integer (not a bool).
+    pub fn int(&self, value: Value) -> Option<i128> {
+        match value {
+            Value::Int(i) => Some(i.into()),
+            Value::Obj(id) => match self.get(id) {
+                Object::BigInt(i) => Some(*i),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The items of a list or a tuple.
+    pub fn sequence(&self, value: Value) -> Option<&[Value]> {
+        match self.object(value) {
+            Some(Object::List(items) | Object::Tuple(items)) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn dict(&self, value: Value) -> Option<&[(Value, Value)]> {
+        match self.object(value) {
+            Some(Object::Dict(items)) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// Python's name for the value's type, for messages and `snap_info.value_type`.
+    pub fn type_name(&self, value: Value) -> &'static str {
+        match value {
+            Value::None => "none",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Obj(id) => match self.get(id) {
+                Object::BigInt(_) => "int",
+                Object::Str(_) => "str",
+                Object::Bytes(_) => "bytes",
+                Object::List(_) => "list",
+                Object::Tuple(_) => "tuple",
+                Object::Dict(_) => "dict",
+                Object::Set(_) => "set",
+            },
+        }
+    }
+}
