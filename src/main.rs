@@ -7,15 +7,32 @@ use clap::{Parser, Subcommand};
 
 use memq::engine::{library, udf};
 use memq::error::{MemqError, Result};
+use memq::export::{self, FileFormat, Selection};
 use memq::ingest::{ingest, IngestOptions};
-use memq::open::open_inputs;
+use memq::open::{open_inputs, open_inputs_with, IngestTarget};
 use memq::output::{self, BytesDisplay, Format};
+use memq::params::{self, Params};
+use memq::repl::{self, ReplOptions};
+use memq::run::{self as run_files, RunOutput};
 
 #[derive(Parser)]
-#[command(name = "memq", version, about = "A columnar SQL engine for accelerator memory dumps (msMemScope, PyTorch snapshots)")]
+#[command(
+    name = "memq",
+    version,
+    about = "A columnar SQL engine for accelerator memory dumps (msMemScope, PyTorch snapshots)",
+    long_about = "A columnar SQL engine for accelerator memory dumps (msMemScope, PyTorch snapshots).\n\n\
+                  `memq INPUT...` opens the interactive shell on a dataset folder, or on dumps, output folders and \
+                  pickles (ingested first into a cache in the XDG cache dir, reused while the sources are unchanged).",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// A dataset folder, or dumps / folders / pickles: opens the interactive shell (REPL).
+    inputs: Vec<PathBuf>,
+    /// Ingest raw inputs into a temporary dataset instead of the cache.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 #[derive(Subcommand)]
@@ -60,6 +77,50 @@ enum Command {
     },
     /// List memq's SQL functions with their docs.
     Functions,
+    /// Run query files in order; a file refers to a parameter as `$name`.
+    Run {
+        /// A dataset folder, or dumps / folders / pickles.
+        input: PathBuf,
+        /// Query files, run in order in one session.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// A parameter value: `name=value` (42 is a BIGINT, 1.5 a DOUBLE, true a BOOLEAN, 'x' or other
+        /// text a VARCHAR). Bound as a literal value, never as SQL text.
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        /// Write each result to its own file in DIR (`<file>.parquet`, `<file>_2.parquet`, ...).
+        #[arg(short, long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// On stdout: table (default), csv, tsv, json, ndjson, markdown; with -o: parquet (default),
+        /// csv, tsv, json, ndjson, markdown.
+        #[arg(long)]
+        format: Option<String>,
+        /// Show byte columns as integers in table format.
+        #[arg(long)]
+        raw_bytes: bool,
+    },
+    /// Export the canned analyses that need no parameter (or the named ones) to a folder, with an index.json.
+    Export {
+        /// A dataset folder, or dumps / folders / pickles.
+        input: PathBuf,
+        /// `all` (default) or a comma list of analyses.
+        #[arg(long, default_value = "all")]
+        views: String,
+        /// The folder to write.
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+        /// File type of each result.
+        #[arg(long, value_enum, default_value_t = FileFormat::Parquet)]
+        format: FileFormat,
+    },
+    /// Write an msMemScope-style SQLite db (memscope_dump table) that MindStudio Insight imports.
+    ToDb {
+        /// A dataset folder, or dumps / folders / pickles.
+        input: PathBuf,
+        /// The .db file to write (replaced if it exists).
+        #[arg(short, long, value_name = "FILE.db")]
+        output: PathBuf,
+    },
 }
 
 fn split_statements(sql: &str) -> Vec<String> {
@@ -69,8 +130,41 @@ fn split_statements(sql: &str) -> Vec<String> {
     }
 }
 
+fn run_output(output: Option<PathBuf>, format: Option<String>, raw_bytes: bool) -> Result<RunOutput> {
+    match output {
+        Some(dir) => {
+            let f = match format.as_deref() {
+                None => FileFormat::Parquet,
+                Some(s) => FileFormat::parse(s).ok_or_else(|| {
+                    MemqError::Usage(format!("--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"))
+                })?,
+            };
+            Ok(RunOutput::Dir(dir, f))
+        }
+        None => {
+            let f = match format.as_deref() {
+                None => Format::Table,
+                Some(s) => Format::parse(s).ok_or_else(|| {
+                    MemqError::Usage(format!("--format {s}: on stdout use table, csv, tsv, json, ndjson or markdown (parquet needs -o DIR)"))
+                })?,
+            };
+            Ok(RunOutput::Stdout(f, if raw_bytes { BytesDisplay::Raw } else { BytesDisplay::Human }))
+        }
+    }
+}
+
 async fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        if cli.inputs.is_empty() {
+            return Err(MemqError::Usage(
+                "give a dataset folder or dumps to open the shell, or a command; `memq --help` lists them".into(),
+            ));
+        }
+        let target = if cli.no_cache { IngestTarget::Temporary } else { IngestTarget::Cache(memq::cache::cache_dir()) };
+        let opened = open_inputs_with(&cli.inputs, true, &target).await?;
+        return repl::run(opened, ReplOptions::standard()).await;
+    };
+    match command {
         Command::Ingest { inputs, output, force, strict } => {
             let opts = IngestOptions { output, force, strict, progress: true };
             let report = ingest(&inputs, &opts).await?;
@@ -133,6 +227,46 @@ async fn run(cli: Cli) -> Result<()> {
             for f in udf::docs() {
                 println!("{}\n    {}\n", f.usage, f.doc);
             }
+            Ok(())
+        }
+        Command::Run { input, files, params: raw, output, format, raw_bytes } => {
+            let mut bound = Params::new();
+            for p in &raw {
+                let (k, v) = params::parse_assignment(p)?;
+                bound.insert(k, v);
+            }
+            for name in run_files::unused_params(&files, &bound) {
+                eprintln!("memq: warning: --param {name} is not used by any query file (no ${name})");
+            }
+            let out = run_output(output, format, raw_bytes)?;
+            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
+            let written = run_files::run_files(&opened.engine.ctx, &files, &bound, &out).await?;
+            for w in written {
+                eprintln!("{} rows written to {}", w.rows, w.path.display());
+            }
+            Ok(())
+        }
+        Command::Export { input, views, output, format } => {
+            let selection = Selection::parse(&views);
+            export::select(&selection)?;
+            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
+            let index = export::export(&opened.engine, &selection, &output, format).await?;
+            for v in &index.views {
+                eprintln!("{:<32} {:>10} rows  {}", v.view, v.rows, v.file);
+            }
+            eprintln!("{} analyses written to {} (index in {})", index.views.len(), output.display(), export::INDEX_FILE);
+            Ok(())
+        }
+        Command::ToDb { input, output } => {
+            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
+            let r = memq::to_db::to_db(&opened.engine, &output).await?;
+            eprintln!(
+                "{} rows in memscope_dump, {} python trace rows in {} table(s) written to {}",
+                r.dump_rows,
+                r.trace_rows,
+                r.trace_tables,
+                output.display()
+            );
             Ok(())
         }
     }

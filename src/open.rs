@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cache::{self, CacheState};
 use crate::dataset;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::ingest::{ingest, IngestOptions};
+use crate::ingest::{ingest, IngestOptions, IngestReport};
 
 /// An opened input; keeps a temporary dataset alive as long as it is in use.
 pub struct Opened {
@@ -14,22 +15,59 @@ pub struct Opened {
     _temp: Option<tempfile::TempDir>,
 }
 
+/// Where raw inputs are ingested before they are opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IngestTarget {
+    /// A temporary dataset, removed when the [`Opened`] is dropped.
+    Temporary,
+    /// The ingest cache below this folder (normally [`cache::cache_dir`]).
+    Cache(PathBuf),
+}
+
+fn warn_rejects(report: &IngestReport) {
+    if report.total_rejects() > 0 {
+        eprintln!("memq: {} record(s) could not be parsed; see the `rejects` table", report.total_rejects());
+    }
+}
+
 /// Opens `inputs`: a single dataset folder directly, anything else through a temporary ingest.
 pub async fn open_inputs(inputs: &[PathBuf], progress: bool) -> Result<Opened> {
+    open_inputs_with(inputs, progress, &IngestTarget::Temporary).await
+}
+
+/// Opens `inputs`: a single dataset folder directly, anything else through an ingest into
+/// `target`. With the cache, a note on stderr says whether the cached dataset was reused.
+pub async fn open_inputs_with(inputs: &[PathBuf], progress: bool, target: &IngestTarget) -> Result<Opened> {
     if let [single] = inputs {
         if dataset::is_dataset(single) {
             return Ok(Opened { engine: Engine::open(single).await?, _temp: None });
         }
     }
-    let temp = tempfile::Builder::new()
-        .prefix("memq-")
-        .tempdir()
-        .map_err(|e| crate::error::MemqError::io(Path::new("temporary folder"), e))?;
-    let target = temp.path().join("input.memq");
-    let opts = IngestOptions { output: target.clone(), force: false, strict: false, progress };
-    let report = ingest(inputs, &opts).await?;
-    if report.total_rejects() > 0 {
-        eprintln!("memq: {} record(s) could not be parsed; see the `rejects` table", report.total_rejects());
+    match target {
+        IngestTarget::Cache(root) => {
+            let cached = cache::cached_dataset(root, inputs, progress).await?;
+            match cached.state {
+                CacheState::Reused => eprintln!("memq: using cached dataset {}", cached.dataset.display()),
+                CacheState::Created => eprintln!("memq: ingested into cache {}", cached.dataset.display()),
+                CacheState::Refreshed => {
+                    eprintln!("memq: sources changed; ingested again into cache {}", cached.dataset.display())
+                }
+            }
+            if let Some(r) = &cached.report {
+                warn_rejects(r);
+            }
+            Ok(Opened { engine: Engine::open(&cached.dataset).await?, _temp: None })
+        }
+        IngestTarget::Temporary => {
+            let temp = tempfile::Builder::new()
+                .prefix("memq-")
+                .tempdir()
+                .map_err(|e| crate::error::MemqError::io(Path::new("temporary folder"), e))?;
+            let target = temp.path().join("input.memq");
+            let opts = IngestOptions { output: target.clone(), force: false, strict: false, progress };
+            let report = ingest(inputs, &opts).await?;
+            warn_rejects(&report);
+            Ok(Opened { engine: Engine::open(&target).await?, _temp: Some(temp) })
+        }
     }
-    Ok(Opened { engine: Engine::open(&target).await?, _temp: Some(temp) })
 }

@@ -1,0 +1,297 @@
+//! The REPL's meta commands (`\?`, `\d`, `\timing`, ...).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::engine::library;
+use crate::engine::udf;
+use crate::error::{MemqError, Result};
+use crate::ingest::all_tables;
+use crate::output::{BytesDisplay, Format};
+use crate::params;
+
+use super::Session;
+
+/// One meta command: name (with its backslash), arguments and what it does.
+pub struct MetaCommand {
+    pub name: &'static str,
+    pub args: &'static str,
+    pub help: &'static str,
+}
+
+pub const COMMANDS: &[MetaCommand] = &[
+    MetaCommand { name: "\\?", args: "", help: "this help" },
+    MetaCommand { name: "\\q", args: "", help: "quit (Ctrl-D also quits)" },
+    MetaCommand { name: "\\d", args: "[NAME]", help: "list tables, views and table functions; with NAME its columns with types and docs" },
+    MetaCommand { name: "\\dt", args: "", help: "tables with row counts and docs" },
+    MetaCommand { name: "\\dv", args: "", help: "canned analyses (views and table functions) with one-line docs" },
+    MetaCommand { name: "\\df", args: "", help: "memq's functions with their docs" },
+    MetaCommand { name: "\\timing", args: "[on|off]", help: "show how long each statement took" },
+    MetaCommand { name: "\\format", args: "table|csv|tsv|json|ndjson|markdown", help: "how results are printed" },
+    MetaCommand { name: "\\bytes", args: "human|raw", help: "byte columns as 1.50 GiB or integers (table format; csv/json are always raw)" },
+    MetaCommand { name: "\\o", args: "[FILE]", help: "send the next result to FILE (.parquet .csv .tsv .json .ndjson .md); without FILE, cancel" },
+    MetaCommand { name: "\\i", args: "FILE", help: "run the statements and meta commands of FILE" },
+    MetaCommand { name: "\\set", args: "[NAME VALUE]", help: "set parameter $NAME (42 → BIGINT, 1.5 → DOUBLE, 'x' or text → VARCHAR); alone, list them" },
+    MetaCommand { name: "\\unset", args: "NAME", help: "remove parameter $NAME" },
+];
+
+/// What the loop does after a meta command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    Continue,
+    Quit,
+}
+
+fn help() -> String {
+    let mut s = String::from(
+        "Statements end with `;` and may span lines. Tab completes; Ctrl-C cancels the running query; Ctrl-D quits.\n\
+         Parameters: a statement refers to `$name`; values are bound as typed literals (see \\set).\n\n",
+    );
+    for c in COMMANDS {
+        let head = if c.args.is_empty() { c.name.to_string() } else { format!("{} {}", c.name, c.args) };
+        let _ = writeln!(s, "  {head:<44} {}", c.help);
+    }
+    s
+}
+
+/// Aligned columns, two spaces apart; the last column is not padded.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+impl Session {
+    /// Runs one meta command line (starting with `\`).
+    pub(super) async fn meta(&mut self, line: &str, depth: usize) -> Result<Next> {
+        let line = line.trim();
+        let (cmd, arg) = match line.split_once(char::is_whitespace) {
+            Some((c, a)) => (c, a.trim()),
+            None => (line, ""),
+        };
+        match cmd {
+            "\\q" | "\\quit" => return Ok(Next::Quit),
+            "\\?" | "\\h" | "\\help" => print!("{}", help()),
+            "\\d" if arg.is_empty() => print!("{}", self.list_relations()),
+            "\\d" => print!("{}", self.describe(arg).await?),
+            "\\dt" => print!("{}", self.list_tables()),
+            "\\dv" => print!("{}", self.list_views()),
+            "\\df" => print!("{}", list_functions()),
+            "\\timing" => {
+                self.settings.timing = match arg {
+                    "" => !self.settings.timing,
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(MemqError::Usage("\\timing [on|off]".into())),
+                };
+                println!("Timing is {}.", if self.settings.timing { "on" } else { "off" });
+            }
+            "\\format" => {
+                let f = Format::parse(arg)
+                    .ok_or_else(|| MemqError::Usage("\\format table|csv|tsv|json|ndjson|markdown".into()))?;
+                self.settings.format = f;
+                println!("Output format is {arg}.");
+            }
+            "\\bytes" => {
+                self.settings.bytes = match arg {
+                    "human" => BytesDisplay::Human,
+                    "raw" => BytesDisplay::Raw,
+                    _ => return Err(MemqError::Usage("\\bytes human|raw".into())),
+                };
+                println!("Byte columns are shown {arg}.");
+            }
+            "\\o" => {
+                if arg.is_empty() {
+                    self.redirect = None;
+                    println!("Results go to the terminal.");
+                } else {
+                    let path = PathBuf::from(arg);
+                    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+                    if !matches!(ext.as_str(), "parquet" | "csv" | "tsv" | "json" | "ndjson" | "jsonl" | "md") {
+                        return Err(MemqError::Usage(
+                            "\\o FILE: use .parquet, .csv, .tsv, .json, .ndjson or .md".into(),
+                        ));
+                    }
+                    println!("The next result goes to {}.", path.display());
+                    self.redirect = Some(path);
+                }
+            }
+            "\\i" => {
+                if arg.is_empty() {
+                    return Err(MemqError::Usage("\\i FILE".into()));
+                }
+                if depth >= 16 {
+                    return Err(MemqError::Usage("\\i: nested too deeply".into()));
+                }
+                let path = PathBuf::from(arg);
+                let text = std::fs::read_to_string(&path).map_err(|e| MemqError::io(&path, e))?;
+                return Box::pin(self.run_script(&text, depth + 1)).await;
+            }
+            "\\set" => {
+                if arg.is_empty() {
+                    if self.params.is_empty() {
+                        println!("No parameters set.");
+                    }
+                    for (k, v) in &self.params {
+                        println!("{k} = {v} ({})", params::type_name(v));
+                    }
+                } else {
+                    let (name, value) = arg
+                        .split_once(char::is_whitespace)
+                        .ok_or_else(|| MemqError::Usage("\\set NAME VALUE".into()))?;
+                    let name = name.trim_start_matches('$');
+                    params::check_name(name)?;
+                    let v = params::parse_value(value.trim());
+                    println!("${name} = {v} ({})", params::type_name(&v));
+                    self.params.insert(name.to_string(), v);
+                }
+            }
+            "\\unset" => {
+                if self.params.remove(arg.trim_start_matches('$')).is_none() {
+                    return Err(MemqError::Usage(format!("no parameter named {arg}")));
+                }
+            }
+            _ => return Err(MemqError::Usage(format!("unknown command {cmd}; \\? lists them"))),
+        }
+        Ok(Next::Continue)
+    }
+
+    fn row_count(&self, table: &str) -> u64 {
+        self.engine().manifest.tables.iter().find(|t| t.name == table).map(|t| t.rows).unwrap_or(0)
+    }
+
+    fn list_relations(&self) -> String {
+        let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
+        let mut rows = vec![vec!["name".to_string(), "kind".to_string()]];
+        for t in &vocab.tables {
+            rows.push(vec![t.clone(), "table".into()]);
+        }
+        for v in &vocab.views {
+            rows.push(vec![v.clone(), "view".into()]);
+        }
+        let library: Vec<String> = library::analyses().into_iter().filter(|a| a.is_table_function()).map(|a| a.name).collect();
+        for f in &vocab.table_functions {
+            if library.contains(f) {
+                rows.push(vec![f.clone(), "table function".into()]);
+            }
+        }
+        columns(&rows)
+    }
+
+    fn list_tables(&self) -> String {
+        let mut rows = vec![vec!["table".to_string(), "rows".to_string(), "doc".to_string()]];
+        for t in all_tables() {
+            rows.push(vec![t.name.to_string(), self.row_count(t.name).to_string(), t.doc.to_string()]);
+        }
+        columns(&rows)
+    }
+
+    fn list_views(&self) -> String {
+        let analyses = library::analyses();
+        let mut rows = vec![vec!["analysis".to_string(), "doc".to_string()]];
+        for a in &analyses {
+            rows.push(vec![a.call_form(), a.summary.clone()]);
+        }
+        let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
+        for v in &vocab.views {
+            if !analyses.iter().any(|a| &a.name == v) {
+                rows.push(vec![v.clone(), "(a view created in this session)".into()]);
+            }
+        }
+        if rows.len() == 1 {
+            return "No canned analyses.\n".into();
+        }
+        columns(&rows)
+    }
+
+    /// `\d NAME`: the columns of a table or view with types and docs, or a table function's
+    /// parameters and columns.
+    async fn describe(&self, name: &str) -> Result<String> {
+        let ctx = &self.engine().ctx;
+        let mut out = String::new();
+        if let Some(def) = all_tables().into_iter().find(|t| t.name == name) {
+            let _ = writeln!(out, "Table {name} ({} rows): {}\n", self.row_count(name), def.doc);
+            let mut rows = vec![vec!["column".to_string(), "type".into(), "null".into(), "doc".into()]];
+            for c in &def.columns {
+                rows.push(vec![
+                    c.name.to_string(),
+                    c.data_type.to_string(),
+                    if c.nullable { "yes" } else { "no" }.to_string(),
+                    c.doc.to_string(),
+                ]);
+            }
+            out.push_str(&columns(&rows));
+            return Ok(out);
+        }
+        let analysis = library::analyses().into_iter().find(|a| a.name == name);
+        if let Some(a) = analysis.as_ref().filter(|a| a.is_table_function()) {
+            let _ = writeln!(out, "Table function {}: {}\n", a.call_form(), a.doc);
+            let mut rows = vec![vec!["parameter".to_string(), "type".into(), "default".into(), "doc".into()]];
+            for p in &a.params {
+                rows.push(vec![p.name.clone(), p.sql_type.clone(), p.default.clone().unwrap_or_default(), p.doc.clone()]);
+            }
+            out.push_str(&columns(&rows));
+            out.push('\n');
+            let mut rows = vec![vec!["column".to_string(), "doc".into()]];
+            for (c, d) in &a.columns {
+                rows.push(vec![c.clone(), d.clone()]);
+            }
+            out.push_str(&columns(&rows));
+            return Ok(out);
+        }
+        let df = ctx
+            .table(name)
+            .await
+            .map_err(|_| MemqError::Usage(format!("no table, view or table function named {name}; \\d lists them")))?;
+        match &analysis {
+            Some(a) => {
+                let _ = writeln!(out, "View {name}: {}\n", a.doc);
+            }
+            None => {
+                let _ = writeln!(out, "View {name}\n");
+            }
+        }
+        let mut rows = vec![vec!["column".to_string(), "type".into(), "doc".into()]];
+        for f in df.schema().fields() {
+            let doc = analysis
+                .as_ref()
+                .and_then(|a| a.columns.iter().find(|(c, _)| c == f.name()))
+                .map(|(_, d)| d.clone())
+                .unwrap_or_default();
+            rows.push(vec![f.name().clone(), f.data_type().to_string(), doc]);
+        }
+        out.push_str(&columns(&rows));
+        Ok(out)
+    }
+}
+
+fn list_functions() -> String {
+    let mut out = String::from("Scalar functions:\n");
+    for f in udf::docs() {
+        let _ = writeln!(out, "  {}\n      {}", f.usage, f.doc);
+    }
+    let tfs: Vec<_> = library::analyses().into_iter().filter(|a| a.is_table_function()).collect();
+    if !tfs.is_empty() {
+        out.push_str("\nTable functions (canned analyses with parameters):\n");
+        for a in tfs {
+            let _ = writeln!(out, "  {}\n      {}", a.call_form(), a.summary);
+        }
+    }
+    out.push_str("\nDataFusion's built-in functions are available too (SHOW FUNCTIONS lists them).\n");
+    out
+}

@@ -1,0 +1,139 @@
+//! `memq run INPUT FILE.sql... [--param name=value]... [-o DIR]`: runs query files in order,
+//! in one session (a view one file creates is visible to the next). A file refers to a
+//! parameter as `$name`; values are bound as typed literals ([`crate::params`]). Results go to
+//! stdout in order, or with `-o DIR` each to its own file in DIR.
+
+use std::path::PathBuf;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::prelude::SessionContext;
+
+use crate::error::{MemqError, Result};
+use crate::export::FileFormat;
+use crate::output::{self, BytesDisplay, Format};
+use crate::params::{self, Params};
+
+/// The result of one statement. DDL (`CREATE VIEW`, `SET`, ...) gives a result with no columns.
+pub struct StatementResult {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl StatementResult {
+    /// True for a statement that returns rows (a query), false for DDL.
+    pub fn has_columns(&self) -> bool {
+        !self.schema.fields().is_empty()
+    }
+}
+
+/// Runs every statement of `sql` in order, binding `params`. `origin` names the text in errors
+/// (`q.sql: statement 2: ...`).
+pub async fn run_sql(ctx: &SessionContext, sql: &str, params: &Params, origin: &str) -> Result<Vec<StatementResult>> {
+    let statements = params::parse_statements(ctx, sql).map_err(|e| MemqError::Query(format!("{origin}: {e}")))?;
+    let many = statements.len() > 1;
+    let mut out = Vec::new();
+    for (i, stmt) in statements.into_iter().enumerate() {
+        let place = if many { format!("{origin}: statement {}", i + 1) } else { origin.to_string() };
+        let df = params::plan_statement(ctx, stmt, params)
+            .await
+            .map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
+        let schema = df.schema().inner().clone();
+        let batches = df.collect().await.map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
+        out.push(StatementResult { schema, batches });
+    }
+    Ok(out)
+}
+
+/// Where `memq run` sends results.
+pub enum RunOutput {
+    /// Printed on stdout in this format.
+    Stdout(Format, BytesDisplay),
+    /// Each result to its own file in this folder: `<file stem>.<ext>`, or `<file stem>_<n>.<ext>`
+    /// when a file returns several results.
+    Dir(PathBuf, FileFormat),
+}
+
+/// One result file written by `memq run -o DIR`.
+#[derive(Debug, Clone)]
+pub struct WrittenResult {
+    pub query_file: PathBuf,
+    pub path: PathBuf,
+    pub rows: u64,
+}
+
+/// Runs the query files in order. Returns the files written (empty on stdout).
+pub async fn run_files(ctx: &SessionContext, files: &[PathBuf], params: &Params, out: &RunOutput) -> Result<Vec<WrittenResult>> {
+    if let RunOutput::Dir(dir, _) = out {
+        std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
+    }
+    // Read every file first, so a missing file fails before anything runs.
+    let mut texts = Vec::new();
+    for f in files {
+        texts.push(std::fs::read_to_string(f).map_err(|e| MemqError::io(f, e))?);
+    }
+    let mut written = Vec::new();
+    let mut used_names = std::collections::HashSet::new();
+    for (file, text) in files.iter().zip(&texts) {
+        let origin = file.display().to_string();
+        let results: Vec<StatementResult> = run_sql(ctx, text, params, &origin)
+            .await?
+            .into_iter()
+            .filter(StatementResult::has_columns)
+            .collect();
+        match out {
+            RunOutput::Stdout(format, bytes) => {
+                for r in &results {
+                    let bytes = if *format == Format::Table { *bytes } else { BytesDisplay::Raw };
+                    print!("{}", output::render(&r.schema, &r.batches, *format, bytes)?);
+                }
+            }
+            RunOutput::Dir(dir, format) => {
+                let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "result".into());
+                for (i, r) in results.iter().enumerate() {
+                    let mut name = if results.len() == 1 { stem.clone() } else { format!("{stem}_{}", i + 1) };
+                    // Two query files with the same stem in different folders: keep both.
+                    let mut n = 2;
+                    while !used_names.insert(name.clone()) {
+                        name = format!("{stem}-{n}");
+                        n += 1;
+                    }
+                    let path = dir.join(format!("{name}.{}", format.ext()));
+                    let rows = output::write_file(&path, &r.schema, &r.batches)?;
+                    written.push(WrittenResult { query_file: file.clone(), path, rows });
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Checks the `--param` names against the placeholders of the files, so a misspelt parameter is
+/// reported instead of being silently unused.
+pub fn unused_params(files: &[PathBuf], params: &Params) -> Vec<String> {
+    let texts: Vec<String> = files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect();
+    params
+        .keys()
+        .filter(|name| !texts.iter().any(|t| mentions(t, name)))
+        .cloned()
+        .collect()
+}
+
+fn mentions(text: &str, name: &str) -> bool {
+    let needle = format!("${name}");
+    text.match_indices(&needle).any(|(i, _)| {
+        !text[i + needle.len()..].chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_mentions_are_whole_names() {
+        assert!(mentions("SELECT $ts, $pool", "ts"));
+        assert!(!mentions("SELECT $tsx", "ts"));
+        assert!(mentions("f($a)", "a"));
+    }
+}
