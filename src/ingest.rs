@@ -79,7 +79,9 @@ impl IngestReport {
 
 /// Every table a dataset can hold.
 pub fn all_tables() -> Vec<TableDef> {
-    ms::tables()
+    let mut tables = ms::tables();
+    tables.extend(crate::snapshot::schema::tables());
+    tables
 }
 
 fn sorting_columns(def: &TableDef) -> Vec<SortingColumn> {
@@ -333,7 +335,13 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
                 (s.rows, s.rejects, Some(s.ts_unit.label().to_string()), Some(s.generation.to_string()))
             }
             SourceKind::Snapshot => {
-                return Err(MemqError::input(&source.path, crate::error::Location::None, "snapshot pickles are not supported yet"));
+                let mut rows = 0;
+                for (table, batch) in crate::snapshot::read_snapshot(&source.path, &source.name)? {
+                    let def = all_tables().into_iter().find(|t| t.name == table).ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
+                    rows += batch.num_rows() as u64;
+                    run.write_table(&def, idx, &batch)?;
+                }
+                (rows, 0, None, None)
             }
             _ => {
                 let (rows, rejects) = run.companion(idx, source)?;
