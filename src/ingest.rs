@@ -174,7 +174,15 @@ impl Run {
     async fn derive(&mut self, idx: usize, source: &Source, events_file: &Path, ts_scale: i64) -> Result<()> {
         let name = format!("sorted_{idx}");
         self.ctx
-            .register_parquet(&name, events_file.to_string_lossy().as_ref(), ParquetReadOptions::default())
+            .register_parquet(
+                &name,
+                events_file.to_string_lossy().as_ref(),
+                // The file is in canonical order already: the pass below streams it unsorted.
+                ParquetReadOptions::default().file_sort_order(vec![vec![
+                    datafusion::prelude::col("ts").sort(true, false),
+                    datafusion::prelude::col("row_idx").sort(true, false),
+                ]]),
+            )
             .await?;
         let df = self
             .ctx
