@@ -13,6 +13,7 @@
 -- bytes, so pools are decomposed one at a time; pass NULL for pool to list every pool, each
 -- separately. Owner naming as in owner_peaks ('(stock)' = memory allocated before collection
 -- started: counted, not attributed). `breakdown_tree_at` gives the same bytes by owner level.
+-- ORDER BY bytes DESC for the largest owners first.
 --
 -- @param ts BIGINT the moment to look at, ns since the Unix epoch
 -- @param pool VARCHAR = 'HAL' the pool to decompose (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool, each separately
@@ -48,4 +49,3 @@ SELECT source, pid, device, pool, owner,
             THEN 100.0 * bytes / SUM(bytes) OVER (PARTITION BY source, pid, device, pool)
        END AS share
 FROM by_owner
-ORDER BY source, pid, device, pool, bytes DESC, owner

@@ -80,4 +80,3 @@ SELECT source, pid, device, pool,
        CASE WHEN series_bytes > 0 THEN 100.0 * bytes / series_bytes END AS share,
        ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY rank_path) AS tree_order
 FROM paths
-ORDER BY source, pid, device, pool, tree_order

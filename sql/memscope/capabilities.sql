@@ -117,4 +117,3 @@ FROM sources s
 LEFT JOIN event_counts e ON e.source = s.source
 LEFT JOIN block_counts b ON b.source = s.source
 WHERE s.kind IN ('memscope_csv', 'memscope_db')
-ORDER BY s.source

@@ -14,7 +14,8 @@
 -- A FREE whose block had no MALLOC (allocated before collection) changes nothing.
 -- A G1 HAL FREE row written with Device Id N/A is placed in the series of the block it ends.
 --
--- Relation to the reference `--curve`: it lists every row with a `used` key, all pools,
+-- Rows come in no particular order: ORDER BY source, pid, device, pool, ts, row_idx walks each
+-- series in time. Relation to the reference `--curve`: it lists every row with a `used` key, all pools,
 -- processes and devices in one mixed series; see docs/reference-differences.md.
 --
 -- @column source        input file
@@ -104,4 +105,3 @@ SELECT source, pid, device, pool, ts, ts_raw, row_idx, id, event, size,
                         ORDER BY ts, row_idx
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS live_bytes
 FROM memory_rows
-ORDER BY source, pid, device, pool, ts, row_idx

@@ -2,14 +2,16 @@
 --
 -- Reads `curve`. A series is (source, pid, device, pool); its time span runs from its first to
 -- its last MALLOC/FREE row and is cut into n buckets: bucket = min(((ts - t_min) * n) div span,
--- n - 1) with span = max(t_max - t_min, 1) (integer arithmetic, as the reference `--trend` and
--- `--curve --ascii` buckets). Bucket bounds: t0 = t_min + (span * bucket) div n, t1 = the next
+-- n - 1) with span = max(t_max - t_min, 1), the formula of the reference's `--trend` and
+-- `--curve --ascii` buckets in integer arithmetic (span * n must stay below 2^63: e.g. 10^5
+-- buckets over a day). Bucket bounds: t0 = t_min + (span * bucket) div n, t1 = the next
 -- bucket's t0 (the last bucket ends at t_max). Every bucket is listed, empty ones with
 -- points = 0 and NULL values; end_bytes carries the last value forward (an event-driven curve
 -- holds its value until the next event), so it is the value in force at the end of the bucket.
 -- Metrics: used, total, process_used, device_used (tool counters, values >= 0 only) and live
 -- (curve.live_bytes, memq's pairing; the only metric of HAL). A metric appears for a series only
--- when the series has at least one valid value of it.
+-- when the series has at least one valid value of it. ORDER BY source, pid, device, pool,
+-- metric, bucket for a chart.
 --
 -- @param n BIGINT number of buckets per series (>= 1)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, each separately
@@ -92,4 +94,3 @@ SELECT source, pid, device, pool, metric,
        CASE WHEN out_bucket = bucket THEN max_bytes END AS max_bytes,
        CASE WHEN out_bucket < bucket THEN previous_last ELSE last_bytes END AS end_bytes
 FROM expanded
-ORDER BY source, pid, device, pool, metric, bucket

@@ -16,7 +16,7 @@
 -- stock = true but is no leak verdict: `leak_summary` counts it apart.
 -- Blocks ended by a real FREE, by address reuse, or FREEs without MALLOC are never listed.
 -- The guide's "allocated in the first 20 % of the timeline" criterion is available as
--- timeline_pct (not applied). Rows in allocation order per series.
+-- timeline_pct (not applied). ORDER BY alloc_ts for allocation order (the reference's detail order).
 --
 -- @column source          input file
 -- @column pid             process id
@@ -102,4 +102,3 @@ FROM with_markers c
 JOIN source_range r ON r.source = c.source
 -- a shadow FREE flushed at a start() is a genuine release during a stop period
 WHERE c.next_marker IS DISTINCT FROM 'START_TRACE'
-ORDER BY c.source, c.pid, c.device, c.pool, c.alloc_ts, c.alloc_row

@@ -5,7 +5,7 @@
 -- stock_bytes instead. The share columns relate the group to its series
 -- (source, pid, device, pool): share of the candidate bytes, and share of every byte the series
 -- allocated (MALLOC sizes, reused addresses counted again: the reference's denominator).
--- Sorted by bytes, largest first, per series. For the guide's step D ("group the long-lived
+-- ORDER BY bytes DESC for the largest groups first. For the guide's step D ("group the long-lived
 -- blocks by call stack") read stack_top; for the level-1 view group by owner_group.
 --
 -- @column source          input file
@@ -54,4 +54,3 @@ SELECT g.source, g.pid, g.device, g.pool, g.owner, g.owner_group, g.stack_top,
 FROM groups g
 LEFT JOIN series_allocated a
        ON a.source = g.source AND (a.pid IS NOT DISTINCT FROM g.pid) AND a.device = g.device AND a.pool = g.pool
-ORDER BY g.source, g.pid, g.device, g.pool, g.bytes DESC, g.stock_bytes DESC, g.owner, g.stack_top

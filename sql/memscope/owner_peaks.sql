@@ -9,7 +9,7 @@
 -- allocations and ends in canonical order (peaks of different owners are reached at different
 -- moments, so they do not add up to a simultaneous total). As in `curve`, a shadow FREE that only
 -- fills in a release never observed (held at exit, see `leak_candidates`) ends nothing.
--- Sorted by peak, largest first.
+-- ORDER BY peak_bytes DESC for the largest first.
 --
 -- @column source         input file
 -- @column pid            process id
@@ -85,4 +85,3 @@ SELECT source, pid, device, pool, owner,
        SUM(delta) AS end_bytes
 FROM owner_live
 GROUP BY source, pid, device, pool, owner
-ORDER BY source, pid, device, pool, peak_bytes DESC, owner

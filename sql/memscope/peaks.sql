@@ -7,6 +7,7 @@
 --                                           (`curve.live_bytes`), for every pool: this is the only
 --                                           peak of pools without counters, such as HAL.
 -- A metric without any valid point is not listed. On ties the earliest row wins.
+-- Rows come in no particular order.
 -- Pools, processes and devices are never mixed (the reference `--peak` mixes them, quirk 9).
 --
 -- @column source       input file
@@ -46,4 +47,3 @@ SELECT source, pid, device, pool, metric,
 FROM metric_points
 WHERE value >= 0
 GROUP BY source, pid, device, pool, metric
-ORDER BY source, pid, device, pool, metric

@@ -5,7 +5,7 @@
 -- event / event_type; MALLOC rows with an owner = SUM(owner_rows) of event 'MALLOC'; shadow FREE
 -- rows = SUM(shadow_rows) of event 'FREE'; rows with a Python stack on MALLOC and OOM_DETAIL =
 -- SUM(py_stack_rows) of those events; time range = MIN(first_ts_raw) .. MAX(last_ts_raw).
--- Device-less rows (SYSTEM, OOM recent/top) have device 'N/A'.
+-- Device-less rows (SYSTEM, OOM recent/top) have device 'N/A'. Rows come in no particular order.
 --
 -- @column source         input file
 -- @column pid            process id; NULL for N/A
@@ -43,4 +43,3 @@ SELECT source, pid, device, event, event_type, rows,
        first_ts, last_ts, first_ts_raw, last_ts_raw,
        owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, size_bytes
 FROM per_group
-ORDER BY source, pid, device, event, event_type
