@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::json::{BudgetExceeded, Json};
-use super::value::{Arena, ObjId, Object, Value};
+use super::value::{a, Arena, ObjId, Object, Value};
 
 /// One frame, as the key that makes two frames the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -98,8 +98,8 @@ impl Stacks {
         let (Value::Obj(list), Some(items)) = (frames, arena.sequence(frames)) else {
             if frames != Value::None {
                 problems.push(format!(
-                    "frames is a {}, not a list; ignored",
-                    arena.type_name(frames)
+                    "frames is {}, not a list; ignored",
+                    a(arena.type_name(frames))
                 ));
             }
             return Ok(None);
@@ -142,8 +142,8 @@ impl Stacks {
             Some(Object::Str(text)) => Frame::Text(text.clone()),
             _ => {
                 problems.push(format!(
-                    "a frame is a {}; kept as its JSON text",
-                    arena.type_name(value)
+                    "a frame is {}; kept as its JSON text",
+                    a(arena.type_name(value))
                 ));
                 Frame::Text(json.value(arena, value)?)
             }
@@ -190,8 +190,8 @@ fn fields(
                 line = arena.int(value);
                 match line {
                     None => problems.push(format!(
-                        "a frame's line is a {}; ignored",
-                        arena.type_name(value)
+                        "a frame's line is {}; ignored",
+                        a(arena.type_name(value))
                     )),
                     Some(l) if i64::try_from(l).is_err() && l != u64::MAX.into() => {
                         problems.push(format!("a frame's line {l} is out of range; stored as -1"))
@@ -224,8 +224,8 @@ fn frame_text(
     let text = arena.str(value).map(str::to_string);
     if text.is_none() && value != Value::None {
         problems.push(format!(
-            "a frame's {key} is a {}; ignored",
-            arena.type_name(value)
+            "a frame's {key} is {}; ignored",
+            a(arena.type_name(value))
         ));
     }
     text

@@ -1,10 +1,10 @@
 //! PyTorch memory-snapshot pickles (`torch.cuda.memory._dump_snapshot`, torch_npu's
 //! equivalent) into the snap_* tables. See snapshot-format.md for the format.
 //!
-//! - [`pickle`]: a data-only pickle decoder (refuses every opcode that could run code);
-//! - [`value`]: the decoded values, shared objects stored once;
-//! - [`tables`]: the snapshot structure into rows; [`frames`]: stacks deduplicated;
-//! - [`json`]: structured cells as JSON; [`batches`]: rows into Arrow batches;
+//! - `pickle` (with `opcode`): a data-only pickle decoder that refuses every opcode that could
+//!   run code; `value`: the decoded values, each shared object stored once;
+//! - `tables`: the snapshot structure into rows; `frames`: stacks deduplicated by content;
+//! - `json`: structured cells as JSON text; `batches`: rows into Arrow record batches;
 //! - [`schema`]: the table definitions.
 
 mod batches;
@@ -27,7 +27,16 @@ use crate::error::{Location, MemqError, Result};
 /// [`schema::tables`]); `snapshot` is the source name written in every row.
 pub fn read_snapshot(path: &Path, snapshot: &str) -> Result<Vec<(&'static str, RecordBatch)>> {
     let data = std::fs::read(path).map_err(|e| MemqError::io(path, e))?;
-    let decoded = pickle::decode(&data)
+    read_bytes(path, &data, snapshot)
+}
+
+/// [`read_snapshot`] on the bytes of `path`.
+fn read_bytes(
+    path: &Path,
+    data: &[u8],
+    snapshot: &str,
+) -> Result<Vec<(&'static str, RecordBatch)>> {
+    let decoded = pickle::decode(data)
         .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
     let rows = tables::rows(path, &decoded, data.len())?;
     batches::batches(snapshot, &rows)
@@ -49,4 +58,42 @@ fn first_byte(path: &Path) -> Option<u8> {
     let mut file = std::fs::File::open(path).ok()?;
     file.read_exact(&mut byte).ok()?;
     Some(byte[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of a valid snapshot overwritten, deleted or duplicated at random: each result is
+    /// read or refused, never a panic.
+    #[test]
+    fn mutated_snapshots_never_panic() {
+        let original = include_bytes!("../../fixtures/snapshots/oom_expandable_two_devices.pickle");
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut below = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let mut accepted = 0;
+        for _ in 0..2000 {
+            let mut data = original.to_vec();
+            for _ in 0..=below(3) {
+                let at = below(data.len());
+                match below(3) {
+                    0 => data[at] = below(256) as u8,
+                    1 => {
+                        data.remove(at);
+                    }
+                    _ => data.insert(at, data[at]),
+                }
+            }
+            if read_bytes(Path::new("mutated.pickle"), &data, "m").is_ok() {
+                accepted += 1;
+            }
+        }
+        // Some mutations only change a value; most break the structure.
+        assert!(0 < accepted && accepted < 1000, "{accepted} accepted");
+    }
 }

@@ -12,7 +12,7 @@
 //! result recursively is safe.
 
 use super::opcode as op;
-use super::value::{Arena, ObjId, Object, Value};
+use super::value::{a, Arena, ObjId, Object, Value};
 
 /// Deepest container nesting accepted (real snapshots nest 7 levels).
 pub const MAX_DEPTH: u16 = 100;
@@ -633,8 +633,8 @@ impl<'a> Machine<'a> {
         match target {
             Value::Obj(id) if self.arena.type_name(target) == expected => Ok(id),
             _ => Err(self.error(format!(
-                "needs a {expected} below its values, found a {}",
-                self.arena.type_name(target)
+                "needs a {expected} below its values, found {}",
+                a(self.arena.type_name(target))
             ))),
         }
     }
@@ -667,5 +667,312 @@ impl<'a> Machine<'a> {
                 "reads memo index {index} before anything was stored there"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A protocol 4 pickle of `body` followed by STOP.
+    fn pickle(body: &[u8]) -> Vec<u8> {
+        [b"\x80\x04".as_slice(), body, b"."].concat()
+    }
+
+    fn decode_ok(body: &[u8]) -> Decoded {
+        decode(&pickle(body)).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    fn decode_err(body: &[u8]) -> DecodeError {
+        decode(&pickle(body)).expect_err("decoding should fail")
+    }
+
+    /// The items of the list at the root.
+    fn root_items(decoded: &Decoded) -> &[Value] {
+        decoded.arena.sequence(decoded.root).expect("a list")
+    }
+
+    #[test]
+    fn integers_of_every_encoding() {
+        let decoded = decode_ok(
+            b"(K\x07M\x00\x01J\xff\xff\xff\xff\x8a\x06\x00\x00\x00\x00\x00\x01\
+              \x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00\x8b\x01\x00\x00\x00\x80\x8a\x00\
+              I123\nI01\nL-5L\nl",
+        );
+        let arena = &decoded.arena;
+        let ints: Vec<Option<i128>> = root_items(&decoded).iter().map(|v| arena.int(*v)).collect();
+        let expected = [7, 256, -1, 1 << 40, u64::MAX as i128, -128, 0, 123];
+        assert_eq!(ints[..8], expected.map(Some));
+        assert_eq!(root_items(&decoded)[8], Value::Bool(true));
+        assert_eq!(ints[9], Some(-5));
+        assert_eq!(arena.type_name(root_items(&decoded)[4]), "int");
+    }
+
+    #[test]
+    fn floats_strings_and_bytes() {
+        let decoded = decode_ok(
+            b"(G?\xf8\x00\x00\x00\x00\x00\x00F-2.5\n\x8c\x03h\xc3\xa3X\x01\x00\x00\x00a\
+              \x8d\x01\x00\x00\x00\x00\x00\x00\x00bU\x01cT\x01\x00\x00\x00d\
+              C\x01\xffB\x01\x00\x00\x00\xfe\x8e\x01\x00\x00\x00\x00\x00\x00\x00\xfd\
+              \x96\x01\x00\x00\x00\x00\x00\x00\x00\xfcl",
+        );
+        let (arena, items) = (&decoded.arena, root_items(&decoded));
+        assert_eq!(items[0], Value::Float(1.5));
+        assert_eq!(items[1], Value::Float(-2.5));
+        let texts: Vec<_> = items[2..7].iter().map(|v| arena.str(*v)).collect();
+        assert_eq!(
+            texts,
+            [Some("h\u{e3}"), Some("a"), Some("b"), Some("c"), Some("d")]
+        );
+        let bytes: Vec<_> = items[7..]
+            .iter()
+            .map(|v| match arena.object(*v) {
+                Some(Object::Bytes(bytes)) => bytes.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(bytes, [[0xff], [0xfe], [0xfd], [0xfc]]);
+    }
+
+    #[test]
+    fn containers_and_stack_opcodes() {
+        // [(), (1,), (1, 2), (1, 2, 3), (4, 5), [6], {7: 8, 9: 10}, {11}, frozenset({12}), 13]
+        // plus stack noise: DUP then POP, MARK 15 POP_MARK, None POP, MARK POP (pops the mark).
+        let decoded = decode_ok(
+            b"(\
+              )K\x01\x85K\x01K\x02\x86K\x01K\x02K\x03\x87(K\x04K\x05t(K\x06l\
+              (K\x07K\x08dK\x09K\x0as\x8f(K\x0b\x90(K\x0c\x91\
+              K\x0d20(K\x0f1N0(0\
+              l",
+        );
+        let arena = &decoded.arena;
+        let items = root_items(&decoded);
+        assert_eq!(items.len(), 10, "{items:?}");
+        let tuple_lengths: Vec<_> = items[..5]
+            .iter()
+            .map(|v| arena.sequence(*v).map(<[Value]>::len))
+            .collect();
+        assert_eq!(tuple_lengths, [0, 1, 2, 3, 2].map(Some));
+        assert_eq!(arena.type_name(items[5]), "list");
+        let dict = arena.dict(items[6]).expect("dict");
+        assert_eq!(
+            dict,
+            [
+                (Value::Int(7), Value::Int(8)),
+                (Value::Int(9), Value::Int(10))
+            ]
+        );
+        assert_eq!(
+            arena.object(items[7]),
+            Some(&Object::Set(vec![Value::Int(11)]))
+        );
+        assert_eq!(
+            arena.object(items[8]),
+            Some(&Object::Set(vec![Value::Int(12)]))
+        );
+        assert_eq!(items[9], Value::Int(13));
+    }
+
+    #[test]
+    fn memo_shares_objects_instead_of_copying() {
+        // frames = [{"name": "f"}]; [frames, frames, frames] through MEMOIZE/BINGET and
+        // BINPUT/LONG_BINGET.
+        let decoded = decode_ok(b"](]\x94}\x94\x8c\x04name\x8c\x01fsaq\x05h\x00j\x05\x00\x00\x00e");
+        let (arena, items) = (&decoded.arena, root_items(&decoded));
+        assert_eq!(items.len(), 3);
+        assert!(items.iter().all(|item| *item == items[0]), "{items:?}");
+        let frame = arena.sequence(items[0]).expect("frames list")[0];
+        let name = arena.dict(frame).expect("frame dict")[0].1;
+        assert_eq!(arena.str(name), Some("f"));
+        assert_eq!(
+            arena.offset(match items[0] {
+                Value::Obj(id) => id,
+                _ => unreachable!(),
+            }),
+            4
+        );
+    }
+
+    #[test]
+    fn refuses_every_code_running_opcode_by_name_and_offset() {
+        let cases: [(&[u8], &str); 15] = [
+            (b"cos\nsystem\n", "GLOBAL"),
+            (b"\x93", "STACK_GLOBAL"),
+            (b"R", "REDUCE"),
+            (b"b", "BUILD"),
+            (b"ios\nsystem\n", "INST"),
+            (b"o", "OBJ"),
+            (b"\x81", "NEWOBJ"),
+            (b"\x92", "NEWOBJ_EX"),
+            (b"\x82\x01", "EXT1"),
+            (b"\x83\x01\x00", "EXT2"),
+            (b"\x84\x01\x00\x00\x00", "EXT4"),
+            (b"P0\n", "PERSID"),
+            (b"Q", "BINPERSID"),
+            (b"\x97", "NEXT_BUFFER"),
+            (b"\x98", "READONLY_BUFFER"),
+        ];
+        for (body, name) in cases {
+            let err = decode_err(&[b"N".as_slice(), body].concat());
+            assert_eq!(err.offset, 3, "{name}");
+            assert!(
+                err.reason.contains(name) && err.reason.contains("not allowed"),
+                "{name}: {}",
+                err.reason
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_cycles() {
+        // l = []; l.append(l)
+        let err = decode_err(b"]\x94h\x00a");
+        assert!(err.reason.contains("cyclic"), "{}", err.reason);
+        assert_eq!(err.offset, 6);
+        // a = []; b = [a]; a.append(b): a is modified after being placed in b.
+        let err = decode_err(b"]\x94]\x94h\x00ah\x00h\x01a");
+        assert!(err.reason.contains("cyclic"), "{}", err.reason);
+        // d = {}; d["k"] = d
+        let err = decode_err(b"}\x94\x8c\x01kh\x00s");
+        assert!(err.reason.contains("cyclic"), "{}", err.reason);
+    }
+
+    #[test]
+    fn refuses_bad_memo_use() {
+        let err = decode_err(b"h\x05");
+        assert!(err.reason.contains("memo index 5 before"), "{}", err.reason);
+        assert_eq!(err.offset, 2);
+        let err = decode_err(b"Nr\xff\xff\xff\x7f");
+        assert!(err.reason.contains("out of range"), "{}", err.reason);
+    }
+
+    #[test]
+    fn reports_stack_underflow() {
+        for body in [
+            b"a".as_slice(),
+            b"e",
+            b"N\x86",
+            b"0",
+            b"(N1t",
+            b"2",
+            b"\x94",
+        ] {
+            let err = decode_err(body);
+            assert!(err.reason.contains("underflow"), "{body:?}: {}", err.reason);
+        }
+        let err = decode(b"\x80\x04.").expect_err("STOP on an empty stack");
+        assert!(err.reason.contains("underflow"), "{}", err.reason);
+    }
+
+    #[test]
+    fn limits_nesting() {
+        let deep: Vec<u8> = [vec![b']'; 1000], vec![b'a'; 999]].concat();
+        let err = decode_err(&deep);
+        assert!(err.reason.contains("deeper than 100"), "{}", err.reason);
+        let marks = vec![b'('; 65];
+        let err = decode_err(&marks);
+        assert!(err.reason.contains("nested MARKs"), "{}", err.reason);
+        // 100 levels are fine.
+        let ok: Vec<u8> = [vec![b']'; 100], vec![b'a'; 99]].concat();
+        decode_ok(&ok);
+    }
+
+    #[test]
+    fn checks_lengths_before_allocating() {
+        let huge = (1u64 << 60).to_le_bytes();
+        for op in [op::BINUNICODE8, op::BINBYTES8, op::BYTEARRAY8] {
+            let err = decode_err(&[[op].as_slice(), &huge, b"abc"].concat());
+            assert!(
+                err.reason.contains("claims 1152921504606846976 bytes"),
+                "{}",
+                err.reason
+            );
+        }
+        let err = decode_err(&[[op::FRAME].as_slice(), &huge].concat());
+        assert!(err.reason.contains("frame of"), "{}", err.reason);
+        let err = decode_err(b"X\xff\xff\xff\xffab");
+        assert!(err.reason.contains("claims 4294967295"), "{}", err.reason);
+        let err = decode_err(b"\x8b\xff\xff\xff\xff");
+        assert!(err.reason.contains("negative length"), "{}", err.reason);
+        let long = [[op::LONG1, 17].as_slice(), &[1u8; 17]].concat();
+        let err = decode_err(&long);
+        assert!(err.reason.contains("at most 16 bytes"), "{}", err.reason);
+    }
+
+    #[test]
+    fn reports_truncation_with_the_opcode_offset() {
+        let err = decode(b"\x80\x04\x8c\x05ab").expect_err("truncated string");
+        assert_eq!(err.offset, 2);
+        assert!(
+            err.reason.contains("SHORT_BINUNICODE claims 5 bytes"),
+            "{}",
+            err.reason
+        );
+        let err = decode(b"\x80\x04N").expect_err("no STOP");
+        assert_eq!(
+            (err.offset, err.reason.contains("without a STOP")),
+            (3, true)
+        );
+        let err = decode(b"\x80\x04J\x01").expect_err("short operand");
+        assert!(err.reason.contains("truncated"), "{}", err.reason);
+        let err = decode(b"\x80").expect_err("no protocol byte");
+        assert!(err.reason.contains("PROTO"), "{}", err.reason);
+    }
+
+    #[test]
+    fn not_a_pickle_shows_the_first_bytes() {
+        let text = b"fatal: Not a valid object name 4f1c2a9be0d3c6a7f8e9d0c1b2a3948576a5b4c3.";
+        let err = decode(text).expect_err("text");
+        assert_eq!(err.offset, 0);
+        assert!(
+            err.reason
+                .starts_with("not a pickle (starts with text 'fatal: Not a valid object name"),
+            "{}",
+            err.reason
+        );
+        let err = decode(b"\x00\x01\x02").expect_err("binary");
+        assert_eq!(err.reason, "not a pickle (starts with bytes 00 01 02)");
+        let err = decode(b"").expect_err("empty");
+        assert_eq!(err.reason, "not a pickle (the file is empty)");
+    }
+
+    #[test]
+    fn accepts_protocols_2_to_5_only() {
+        for version in 2..=5u8 {
+            let decoded = decode(&[0x80, version, b'N', b'.']).expect("supported");
+            assert_eq!(decoded.protocol, version);
+        }
+        for version in [0u8, 1, 6] {
+            let err = decode(&[0x80, version, b'N', b'.']).expect_err("unsupported");
+            assert!(err.reason.contains("not supported"), "{}", err.reason);
+        }
+        let err = decode_err(b"S'x'\n");
+        assert!(err.reason.contains("STRING"), "{}", err.reason);
+        let err = decode_err(b"\xff");
+        assert_eq!(err.reason, "byte 0xff is not a pickle opcode");
+    }
+
+    #[test]
+    fn strict_about_the_end_lenient_about_trailing_bytes() {
+        let err = decode_err(b"NN");
+        assert!(err.reason.contains("1 unused values"), "{}", err.reason);
+        let decoded = decode(b"\x80\x04N.junk").expect("trailing bytes are a warning");
+        assert_eq!(decoded.root, Value::None);
+        assert!(decoded.warnings[0].starts_with("4 bytes after the STOP"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_and_reported() {
+        // "bad\udcffend" as CPython's surrogatepass writes it.
+        let decoded = decode_ok(b"\x8c\x09bad\xed\xb3\xbfend");
+        assert_eq!(
+            decoded.arena.str(decoded.root),
+            Some("bad\u{fffd}\u{fffd}\u{fffd}end")
+        );
+        assert!(
+            decoded.warnings[0].contains("not valid UTF-8"),
+            "{:?}",
+            decoded.warnings
+        );
     }
 }

@@ -15,7 +15,7 @@ use crate::error::{Location, MemqError, Result};
 use super::frames::Stacks;
 use super::json::{BudgetExceeded, Json};
 use super::pickle::Decoded;
-use super::value::{Arena, ObjId, Value};
+use super::value::{a, Arena, ObjId, Value};
 
 /// Most warning rows kept per snapshot; the rest are counted in one last row.
 const MAX_WARNINGS: usize = 1000;
@@ -95,7 +95,7 @@ pub fn rows(path: &Path, decoded: &Decoded, file_bytes: usize) -> Result<Rows> {
         path,
         arena: &decoded.arena,
         // Plenty for any real snapshot's JSON cells, far too little for an exponential one.
-        json: Json::with_budget((file_bytes * 16).max(64 << 20)),
+        json: Json::with_budget(file_bytes.saturating_mul(16).max(64 << 20)),
         rows: Rows::default(),
         claimed: HashSet::new(),
         problems: Vec::new(),
@@ -129,63 +129,60 @@ impl<'a> Walker<'a> {
     fn root(&mut self, root: Value) -> Result<()> {
         let arena = self.arena;
         if let Some(items) = arena.dict(root) {
-            self.meta("top_level", "dict".to_string(), "str");
-            let keys = items
-                .iter()
-                .map(|&(key, _)| self.key_text(key))
-                .collect::<Result<Vec<_>>>()?;
-            self.meta(
-                "keys",
-                serde_json::to_string(&keys).unwrap_or_default(),
-                "list",
-            );
-            let (mut segments, mut traces) = (None, None);
-            for &(key, value) in items {
-                match arena.str(key) {
-                    Some("segments") => segments = Some(value),
-                    Some("device_traces") => traces = Some(value),
-                    Some("allocator_settings") => self.settings(value)?,
-                    Some("external_annotations") => self.annotations(value)?,
-                    _ => {
-                        let key = self.key_text(key)?;
-                        self.info("top_level", None, key, value)?;
-                    }
-                }
-            }
-            // Segments first, then traces: the order the reference numbers stacks in.
-            match segments {
-                Some(segments) => self.segments(segments)?,
-                None => self.warn("snapshot", "has no segments key"),
-            }
-            match traces {
-                Some(traces) => self.traces(traces)?,
-                None => self.warn("snapshot", "has no device_traces key"),
-            }
-            Ok(())
-        } else if let Some(segments) = self.list_root(root) {
-            self.meta("top_level", "list".to_string(), "str");
-            self.segment_list(segments)
-        } else {
-            let offset = match root {
-                Value::Obj(id) => arena.offset(id),
-                _ => 0,
-            };
-            Err(MemqError::input(
-                self.path,
-                Location::ByteOffset(offset),
-                format!(
-                    "the pickle holds a {}, not a snapshot dict or a list of segments",
-                    arena.type_name(root)
-                ),
-            ))
+            return self.snapshot_dict(items);
         }
+        if let (Some(segments), "list") = (arena.sequence(root), arena.type_name(root)) {
+            self.meta("top_level", "list".to_string(), "str");
+            return self.segment_list(segments);
+        }
+        let offset = match root {
+            Value::Obj(id) => arena.offset(id),
+            _ => 0,
+        };
+        Err(MemqError::input(
+            self.path,
+            Location::ByteOffset(offset),
+            format!(
+                "the pickle holds {}, not a snapshot dict or a list of segments",
+                a(arena.type_name(root))
+            ),
+        ))
     }
 
-    fn list_root(&self, root: Value) -> Option<&'a [Value]> {
-        let arena = self.arena;
-        (arena.type_name(root) == "list")
-            .then(|| arena.sequence(root))
-            .flatten()
+    /// The top-level dict, whatever its key order.
+    fn snapshot_dict(&mut self, items: &'a [(Value, Value)]) -> Result<()> {
+        self.meta("top_level", "dict".to_string(), "str");
+        let keys = items
+            .iter()
+            .map(|&(key, _)| self.key_text(key))
+            .collect::<Result<Vec<_>>>()?;
+        let keys = serde_json::to_string(&keys).unwrap_or_default();
+        self.meta("keys", keys, "list");
+        let (mut segments, mut traces) = (None, None);
+        for &(key, value) in items {
+            match self.arena.str(key) {
+                Some("segments") => segments = Some(value),
+                Some("device_traces") => traces = Some(value),
+                Some("allocator_settings") => self.settings(value)?,
+                Some("external_annotations") => self.annotations(value)?,
+                _ => {
+                    let key = self.key_text(key)?;
+                    self.info("top_level", None, key, value)?;
+                }
+            }
+        }
+        // Segments first, then traces: the order the reference numbers stacks in.
+        match segments {
+            Some(segments) => self.segments(segments)?,
+            None => self.warn("snapshot", "has no segments key"),
+        }
+        match traces {
+            Some(traces) => self.traces(traces),
+            None => {
+                self.warn("snapshot", "has no device_traces key");
+                Ok(())
+            }
+        }
     }
 
     // Segments and blocks.
@@ -386,7 +383,10 @@ impl<'a> Walker<'a> {
     fn settings(&mut self, value: Value) -> Result<()> {
         let Some(items) = self.arena.dict(value) else {
             let found = self.arena.type_name(value);
-            self.warn("allocator_settings", &format!("is a {found}, not a dict"));
+            self.warn(
+                "allocator_settings",
+                &format!("is {}, not a dict", a(found)),
+            );
             return Ok(());
         };
         for &(key, value) in items {
@@ -399,14 +399,17 @@ impl<'a> Walker<'a> {
     fn annotations(&mut self, value: Value) -> Result<()> {
         let Some(items) = self.arena.sequence(value) else {
             let found = self.arena.type_name(value);
-            self.warn("external_annotations", &format!("is a {found}, not a list"));
+            self.warn(
+                "external_annotations",
+                &format!("is {}, not a list", a(found)),
+            );
             return Ok(());
         };
         for (index, &annotation) in items.iter().enumerate() {
             let Some(fields) = self.arena.dict(annotation) else {
                 let found = self.arena.type_name(annotation);
                 let place = format!("external_annotations[{index}]");
-                self.warn(&place, &format!("is a {found}, not a dict; skipped"));
+                self.warn(&place, &format!("is {}, not a dict; skipped", a(found)));
                 continue;
             };
             for &(key, value) in fields {
@@ -435,10 +438,7 @@ impl<'a> Walker<'a> {
         value: Value,
     ) -> Result<()> {
         let value_type = self.arena.type_name(value);
-        let value = match value {
-            Value::None => None,
-            _ => self.any_text(value)?,
-        };
+        let value = self.any_text(value)?;
         self.rows.info.push(InfoRow {
             section,
             item,
@@ -486,7 +486,7 @@ impl<'a> Walker<'a> {
             }
             _ => {
                 let found = self.arena.type_name(value);
-                self.warn(&place(), &format!("is a {found}, not a dict; skipped"));
+                self.warn(&place(), &format!("is {}, not a dict; skipped", a(found)));
                 Ok(None)
             }
         }
@@ -507,7 +507,7 @@ impl<'a> Walker<'a> {
             }
             _ => {
                 let found = self.arena.type_name(value);
-                self.warn(&place(), &format!("is a {found}, not a list; skipped"));
+                self.warn(&place(), &format!("is {}, not a list; skipped", a(found)));
                 Ok(None)
             }
         }
@@ -594,15 +594,16 @@ impl<'a> Walker<'a> {
     fn wrong_type(&mut self, key: &str, value: Value, expected: &str) {
         let found = self.arena.type_name(value);
         self.problems
-            .push(format!("{key} is a {found}, not {expected}; ignored"));
+            .push(format!("{key} is {}, not {expected}; ignored", a(found)));
     }
 
-    /// A string verbatim, anything else as JSON.
+    /// A string verbatim, `None` as NULL, anything else as JSON.
     fn any_text(&mut self, value: Value) -> Result<Option<String>> {
         let arena = self.arena;
-        match arena.str(value) {
-            Some(text) => Ok(Some(text.to_string())),
-            None => self.json_value(|json| json.value(arena, value)).map(Some),
+        match (value, arena.str(value)) {
+            (Value::None, _) => Ok(None),
+            (_, Some(text)) => Ok(Some(text.to_string())),
+            _ => self.json_value(|json| json.value(arena, value)).map(Some),
         }
     }
 

@@ -118,3 +118,12 @@ impl Arena {
         }
     }
 }
+
+/// A type name with its article for messages: "an int", "a dict", "None".
+pub fn a(type_name: &str) -> String {
+    match type_name {
+        "none" => "None".to_string(),
+        "int" => "an int".to_string(),
+        other => format!("a {other}"),
+    }
+}
