@@ -15,7 +15,7 @@
 -- A G1 HAL FREE row written with Device Id N/A is placed in the series of the block it ends.
 --
 -- Rows come in no particular order: ORDER BY source, pid, device, pool, ts, row_idx walks each
--- series in time. Relation to the reference `--curve`: it lists every row with a `used` key, all pools,
+-- series in time. The reference `--curve` lists every row with a `used` key, all pools,
 -- processes and devices in one mixed series; see docs/reference-differences.md.
 --
 -- @column source        input file
