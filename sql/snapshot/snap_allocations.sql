@@ -32,7 +32,7 @@
 -- @column lifetime_us       µs from alloc to free; NULL unless both times are known
 -- @column stack_id          allocation stack (snap_frames.stack_id): of the alloc entry, or of the final block; NULL when unknown
 -- @column free_stack_id     stack of the free_completed/free entry (the free site, recorded with context='all'); NULL when none
--- @column stream            stream of the alloc (or free) entry, or of the final block's segment
+-- @column stream            stream handle of the alloc (or free) entry, or of the final block's segment
 WITH
 -- block events of the trace, each with its neighbours on the same address
 block_events AS (

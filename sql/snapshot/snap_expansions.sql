@@ -11,7 +11,7 @@
 -- @column seq             position of the entry in its device list (snap_traces.seq)
 -- @column time_us         time of the entry, µs; NULL when not recorded
 -- @column action          segment_alloc, segment_free, segment_map or segment_unmap
--- @column addr            segment base (alloc/free) or start of the mapped range (map/unmap)
+-- @column addr            segment base address (alloc/free) or start address of the mapped range (map/unmap)
 -- @column size            bytes of the segment or range
 -- @column delta_bytes     bytes: +size for alloc/map, -size for free/unmap
 -- @column reserved_bytes  bytes reserved after the entry (snap_timeline)

@@ -28,7 +28,7 @@
 -- @column size                bytes: segment size, or block size (= requested_size for replayed blocks)
 -- @column requested_size      bytes requested: Σ over the segment's blocks, or the block's
 -- @column state               block state: active_allocated or active_pending_free; NULL for segments
--- @column segment_address     the block's segment base (NULL when no segment holds it); the segment's own base for segments
+-- @column segment_address     base address of the block's segment (NULL when no segment holds it); for segments their own base address
 -- @column stream              stream handle of the segment (of the block's segment for blocks)
 -- @column is_expandable       expandable segment (for blocks: of their segment)
 -- @column origin              final (as in the final state) or replayed (put back or resized by undoing later entries)
