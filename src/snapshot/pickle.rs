@@ -584,7 +584,7 @@ impl<'a> Machine<'a> {
     }
 
     fn pairs(&self, items: Vec<Value>) -> Result<Vec<(Value, Value)>, DecodeError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.error(format!(
                 "has an odd number of values ({}) for key/value pairs",
                 items.len()
