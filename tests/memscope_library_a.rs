@@ -567,13 +567,14 @@ async fn leak_candidates_match_reference_leak_candidates() {
             for d in want["detail"].as_array().unwrap() {
                 let expect_shadow = if d[4].is_null() { "NULL".to_string() } else { smp.ns(i(&d[4])).to_string() };
                 let expect_frame = d[6].as_str().unwrap_or("NULL").to_string();
+                let (expect_size, expect_ts, expect_count) = (i(&d[1]).to_string(), smp.ns(i(&d[3])).to_string(), i(&d[5]).to_string());
                 assert!(
                     all.iter().any(|f| ptr_matches(&f[0], &f[1], s(&d[0]))
-                        && f[2] == d[1].to_string()
+                        && f[2] == expect_size
                         && f[3] == s(&d[2])
-                        && f[4] == smp.ns(i(&d[3])).to_string()
+                        && f[4] == expect_ts
                         && f[5] == expect_shadow
-                        && f[6] == d[5].to_string()
+                        && f[6] == expect_count
                         && f[7] == expect_frame),
                     "{n} {key}: detail row {d} not among the candidates"
                 );
