@@ -702,6 +702,91 @@ async fn compare_aligns_stacks_and_sizes_across_runs() {
     assert_eq!((i(frame, "a_bytes"), i(frame, "b_bytes")), (4 * MIB, 8 * MIB));
 }
 
+/// The reference's OOM probe (snapshot-format.md §7.4): real file A with one `oom` entry inserted
+/// at position 800 (device_free 12 MiB, 512 MiB requested, frames of its neighbour). The
+/// reference takes the 5 largest allocations of entries 750–800 — 7 864 320 × 3 (stacks 49, 50,
+/// 51) and 1 966 080 × 2 (stack 46), four different stacks — and still answers "same stack
+/// repeated" because their JSON texts share the first 60 characters. memq compares the stacks.
+#[tokio::test]
+async fn oom_probe_on_a_real_file() {
+    let data = std::fs::read(real(A)).unwrap();
+    let mut doc = unpickle::load(&data);
+    doc.insert_oom(0, 800, 12 * MIB, 512 * MIB);
+    let dir = tempfile::TempDir::new().unwrap();
+    let path = dir.path().join("a_with_oom.pickle");
+    std::fs::write(&path, doc.dump()).unwrap();
+    let d = open(&[path], dir).await;
+
+    let r = one(&d.engine, "SELECT * FROM snap_oom").await;
+    assert_eq!((i(&r, "seq"), i(&r, "device_free"), i(&r, "requested_bytes")), (800, 12 * MIB, 512 * MIB));
+    assert_eq!(i(&r, "context_allocs"), 14, "the reference's window 750-800 holds 14 allocs");
+    let largest: Vec<(i64, i64)> = r["largest_allocs"].as_array().unwrap().iter().map(|a| (a["size"].as_i64().unwrap(), a["stack_id"].as_i64().unwrap())).collect();
+    let mut stacks: Vec<i64> = largest.iter().map(|(_, st)| *st).collect();
+    stacks.sort();
+    assert_eq!(stacks, vec![46, 46, 49, 50, 51]);
+    let sizes: Vec<i64> = largest.iter().map(|(sz, _)| *sz).collect();
+    assert_eq!(sizes, vec![1_966_080, 1_966_080, 7_864_320, 7_864_320, 7_864_320], "printed ascending, as the reference does");
+    assert_eq!(s(&r, "reference_verdict"), "same_stack_repeated");
+    // memq: the last 5 allocations before the OOM (entries 782-796: 144, 4, 80, 20 and 1 bytes
+    // from stacks 56, 56, 58, 46, 47) repeat no stack 3 times and add up to far less than 3 × the
+    // free 12 MiB: a single 512 MiB request too large for what was left.
+    let last: Vec<(i64, i64, i64)> =
+        r["last_allocs"].as_array().unwrap().iter().map(|a| (a["seq"].as_i64().unwrap(), a["size"].as_i64().unwrap(), a["stack_id"].as_i64().unwrap())).collect();
+    assert_eq!(last, vec![(796, 1, 47), (795, 20, 46), (792, 80, 58), (783, 4, 56), (782, 144, 56)]);
+    assert_eq!((i(&r, "distinct_stacks"), i(&r, "repeated_stack_id"), i(&r, "repeated_count")), (4, 56, 2));
+    assert_eq!(s(&r, "verdict"), "single_oversized_request");
+    // the inserted entry changes no figure but the OOM count and health
+    let p = one(&d.engine, "SELECT active_peak, reserved_peak FROM snap_peak").await;
+    assert_eq!((i(&p, "active_peak"), i(&p, "reserved_peak")), (108_258_676, 134_217_728));
+    let o = one(&d.engine, "SELECT oom_count, health, health_reason FROM snap_overview").await;
+    assert_eq!((i(&o, "oom_count"), s(&o, "health"), s(&o, "health_reason")), (1, "ERR", "oom entries: 1; frag_pct 63.67 > 15"));
+}
+
+/// The decoder's synthetic fixture (fixtures/snapshots/oom_expandable_two_devices.pickle: two
+/// devices, an expandable segment grown and shrunk, a private pool, pending-free blocks in both
+/// spellings, a segment_alloc/segment_free pair, an OOM): state_at agrees with the timeline after
+/// every entry, and the timeline ends at the final state.
+#[tokio::test]
+async fn state_at_and_timeline_agree_on_the_decoder_fixture() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/snapshots/oom_expandable_two_devices.pickle");
+    let d = open(&[fixture], tempfile::TempDir::new().unwrap()).await;
+    let timeline = query(&d.engine, "SELECT device, seq, active_bytes, reserved_bytes FROM snap_timeline ORDER BY device, seq").await;
+    assert_eq!(timeline.len(), 16);
+    for t in &timeline {
+        let (device, seq) = (i(t, "device"), i(t, "seq"));
+        let st = one(
+            &d.engine,
+            &format!(
+                "SELECT COALESCE(SUM(CASE WHEN kind = 'segment' THEN size END), 0) AS reserved, \
+                 COALESCE(SUM(CASE WHEN kind = 'block' THEN requested_size END), 0) AS active FROM state_at({seq}, NULL, {device})"
+            ),
+        )
+        .await;
+        assert_eq!((i(&st, "reserved"), i(&st, "active")), (i(t, "reserved_bytes"), i(t, "active_bytes")), "device {device} after {seq}");
+    }
+    let rows = query(&d.engine, "SELECT * FROM snap_peak ORDER BY device").await;
+    let got: Vec<(i64, i64, i64, i64, i64, i64)> = rows
+        .iter()
+        .map(|r| (i(r, "active_start"), i(r, "active_peak"), i(r, "active_peak_seq"), i(r, "reserved_start"), i(r, "reserved_peak"), i(r, "reserved_peak_seq")))
+        .collect();
+    // device 0: everything was created in the window; the side segment (seq 5) first reaches the
+    // reserved peak; active ends with the two pending-free blocks still counted
+    assert_eq!(got, vec![(0, 26_213_888, 9, 0, 69_206_016, 5), (0, 20_967_424, 1, 0, 20_971_520, 0)]);
+    let ends = query(&d.engine, "SELECT p.device, p.active_end, p.reserved_end, o.reserved_bytes, o.active_bytes, o.requested_bytes, o.pending_free_bytes FROM snap_peak p JOIN snap_overview o USING (snapshot, device) ORDER BY p.device").await;
+    for e in &ends {
+        assert_eq!(i(e, "reserved_end"), i(e, "reserved_bytes"));
+    }
+    // requested bytes of live blocks + pending-free blocks (whose requested size equals their size here)
+    assert_eq!(i(&ends[0], "active_end"), i(&ends[0], "requested_bytes") + i(&ends[0], "pending_free_bytes"));
+    // the expandable segment after the unmap at entry 12 is 48 MiB, one segment
+    let r = one(&d.engine, "SELECT size, origin FROM state_at(12, NULL, 0) WHERE kind = 'segment' AND is_expandable").await;
+    assert_eq!((i(&r, "size"), s(&r, "origin")), (48 * MIB, "replayed"));
+    let o = one(&d.engine, "SELECT verdict, reference_verdict, context_allocs FROM snap_oom").await;
+    assert_eq!((s(&o, "verdict"), s(&o, "reference_verdict"), i(&o, "context_allocs")), ("single_oversized_request", "single_oversized_request", 3));
+    let frag = one(&d.engine, "SELECT pending_free_bytes, pending_free_pct, false_fragmentation FROM snap_fragmentation WHERE pending_free_bytes = 1048576").await;
+    assert_eq!((f(&frag, "pending_free_pct"), b(&frag, "false_fragmentation")), (50.0, false));
+}
+
 // ---- a minimal pickle writer ----------------------------------------------------------------------
 
 mod pickle {
@@ -723,7 +808,7 @@ mod pickle {
         out
     }
 
-    fn int(n: i64, out: &mut Vec<u8>) {
+    pub fn int(n: i64, out: &mut Vec<u8>) {
         if (0..256).contains(&n) {
             out.extend([b'K', n as u8]);
         } else if i32::try_from(n).is_ok() {
@@ -995,5 +1080,242 @@ mod synthetic {
             ("syn_run_a.pickle", run(false)),
             ("syn_run_b.pickle", run(true)),
         ]
+    }
+}
+
+// ---- a minimal pickle reader (for the probe: load a real file, insert an entry, write it back) ----
+
+mod unpickle {
+    use super::pickle::int;
+
+    /// Decoded values in an arena; containers refer to their items by index, so shared objects
+    /// (the memo) stay shared.
+    enum Node {
+        Int(i64),
+        Str(String),
+        Bool(bool),
+        List(Vec<usize>),
+        Dict(Vec<(usize, usize)>),
+        Tuple(Vec<usize>),
+    }
+
+    pub struct Doc {
+        nodes: Vec<Node>,
+        root: usize,
+    }
+
+    enum Item {
+        Mark,
+        Node(usize),
+    }
+
+    /// Reads the opcodes the real files use (snapshot-format.md §2.1).
+    pub fn load(data: &[u8]) -> Doc {
+        let mut nodes = Vec::new();
+        let mut stack: Vec<Item> = Vec::new();
+        let mut memo: Vec<usize> = Vec::new();
+        let mut pos = 0;
+        let take = |pos: &mut usize, n: usize| -> &[u8] {
+            let s = &data[*pos..*pos + n];
+            *pos += n;
+            s
+        };
+        fn top(stack: &[Item]) -> usize {
+            match stack.last() {
+                Some(Item::Node(n)) => *n,
+                _ => panic!("no value on the stack"),
+            }
+        }
+        fn pop_to_mark(stack: &mut Vec<Item>) -> Vec<usize> {
+            let mut items = Vec::new();
+            loop {
+                match stack.pop() {
+                    Some(Item::Node(n)) => items.push(n),
+                    Some(Item::Mark) => break,
+                    None => panic!("no mark"),
+                }
+            }
+            items.reverse();
+            items
+        }
+        loop {
+            let op = data[pos];
+            pos += 1;
+            let push = |nodes: &mut Vec<Node>, stack: &mut Vec<Item>, node: Node| {
+                nodes.push(node);
+                stack.push(Item::Node(nodes.len() - 1));
+            };
+            match op {
+                0x80 => pos += 1,
+                0x95 => pos += 8,
+                b'.' => break,
+                b'(' => stack.push(Item::Mark),
+                b'}' => push(&mut nodes, &mut stack, Node::Dict(Vec::new())),
+                b']' => push(&mut nodes, &mut stack, Node::List(Vec::new())),
+                b'u' => {
+                    let items = pop_to_mark(&mut stack);
+                    let d = top(&stack);
+                    let Node::Dict(entries) = &mut nodes[d] else { panic!("SETITEMS on a non-dict") };
+                    entries.extend(items.chunks(2).map(|kv| (kv[0], kv[1])));
+                }
+                b'e' | b'a' => {
+                    let items = if op == b'e' {
+                        pop_to_mark(&mut stack)
+                    } else {
+                        let item = top(&stack);
+                        stack.pop();
+                        vec![item]
+                    };
+                    let l = top(&stack);
+                    let Node::List(list) = &mut nodes[l] else { panic!("APPEND on a non-list") };
+                    list.extend(items);
+                }
+                0x86 => {
+                    let b = top(&stack);
+                    stack.pop();
+                    let a = top(&stack);
+                    stack.pop();
+                    push(&mut nodes, &mut stack, Node::Tuple(vec![a, b]));
+                }
+                0x94 => memo.push(top(&stack)),
+                b'h' => {
+                    let k = take(&mut pos, 1)[0] as usize;
+                    stack.push(Item::Node(memo[k]));
+                }
+                b'j' => {
+                    let k = u32::from_le_bytes(take(&mut pos, 4).try_into().unwrap()) as usize;
+                    stack.push(Item::Node(memo[k]));
+                }
+                0x8c | b'X' => {
+                    let n = if op == 0x8c { take(&mut pos, 1)[0] as usize } else { u32::from_le_bytes(take(&mut pos, 4).try_into().unwrap()) as usize };
+                    let text = String::from_utf8(take(&mut pos, n).to_vec()).unwrap();
+                    push(&mut nodes, &mut stack, Node::Str(text));
+                }
+                b'K' => {
+                    let v = take(&mut pos, 1)[0] as i64;
+                    push(&mut nodes, &mut stack, Node::Int(v));
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(take(&mut pos, 2).try_into().unwrap()) as i64;
+                    push(&mut nodes, &mut stack, Node::Int(v));
+                }
+                b'J' => {
+                    let v = i32::from_le_bytes(take(&mut pos, 4).try_into().unwrap()) as i64;
+                    push(&mut nodes, &mut stack, Node::Int(v));
+                }
+                0x8a => {
+                    let n = take(&mut pos, 1)[0] as usize;
+                    let bytes = take(&mut pos, n);
+                    assert!(n <= 8, "integer wider than 64 bits");
+                    let fill = if bytes.last().is_some_and(|b| b & 0x80 != 0) { 0xff } else { 0 };
+                    let mut buf = [fill; 8];
+                    buf[..n].copy_from_slice(bytes);
+                    push(&mut nodes, &mut stack, Node::Int(i64::from_le_bytes(buf)));
+                }
+                0x88 | 0x89 => push(&mut nodes, &mut stack, Node::Bool(op == 0x88)),
+                other => panic!("opcode {other:#x} at {} not handled by the test reader", pos - 1),
+            }
+        }
+        let root = top(&stack);
+        Doc { nodes, root }
+    }
+
+    impl Doc {
+        fn get(&self, dict: usize, key: &str) -> usize {
+            let Node::Dict(entries) = &self.nodes[dict] else { panic!("not a dict") };
+            entries.iter().find(|(k, _)| matches!(&self.nodes[*k], Node::Str(s) if s == key)).unwrap_or_else(|| panic!("no key {key}")).1
+        }
+
+        fn list(&self, node: usize) -> &Vec<usize> {
+            let Node::List(items) = &self.nodes[node] else { panic!("not a list") };
+            items
+        }
+
+        fn add(&mut self, node: Node) -> usize {
+            self.nodes.push(node);
+            self.nodes.len() - 1
+        }
+
+        /// Inserts an `oom` entry shaped as the builder emits it at `position` of device list
+        /// `device`, with the time and frames of the entry before it.
+        pub fn insert_oom(&mut self, device: usize, position: usize, device_free: i64, size: i64) {
+            let traces = self.list(self.get(self.root, "device_traces"))[device];
+            let neighbour = self.list(traces)[position - 1];
+            let (time, frames) = (self.get(neighbour, "time_us"), self.get(neighbour, "frames"));
+            let mut entry = Vec::new();
+            for (k, v) in [("action", Node::Str("oom".into())), ("device_free", Node::Int(device_free)), ("size", Node::Int(size)), ("stream", Node::Int(0))] {
+                let (k, v) = (self.add(Node::Str(k.into())), self.add(v));
+                entry.push((k, v));
+            }
+            for (k, v) in [("time_us", time), ("frames", frames)] {
+                let k = self.add(Node::Str(k.into()));
+                entry.push((k, v));
+            }
+            let entry = self.add(Node::Dict(entry));
+            let Node::List(items) = &mut self.nodes[traces] else { unreachable!() };
+            items.insert(position, entry);
+        }
+
+        /// Protocol 2; containers referenced more than once are written once and then fetched from
+        /// the memo, as the original shares them.
+        pub fn dump(&self) -> Vec<u8> {
+            let mut out = vec![0x80, 2];
+            let mut memo = std::collections::HashMap::new();
+            self.write(self.root, &mut out, &mut memo);
+            out.push(b'.');
+            out
+        }
+
+        fn write(&self, n: usize, out: &mut Vec<u8>, memo: &mut std::collections::HashMap<usize, u32>) {
+            if let Some(k) = memo.get(&n) {
+                out.push(b'j');
+                out.extend(k.to_le_bytes());
+                return;
+            }
+            let remember = |out: &mut Vec<u8>, memo: &mut std::collections::HashMap<usize, u32>| {
+                let k = memo.len() as u32;
+                out.push(b'r'); // LONG_BINPUT
+                out.extend(k.to_le_bytes());
+                memo.insert(n, k);
+            };
+            match &self.nodes[n] {
+                Node::Int(v) => int(*v, out),
+                Node::Str(s) => {
+                    out.push(b'X');
+                    out.extend((s.len() as u32).to_le_bytes());
+                    out.extend(s.as_bytes());
+                }
+                Node::Bool(b) => out.push(if *b { 0x88 } else { 0x89 }),
+                Node::List(items) => {
+                    out.push(b']');
+                    remember(out, memo);
+                    if !items.is_empty() {
+                        out.push(b'(');
+                        for item in items {
+                            self.write(*item, out, memo);
+                        }
+                        out.push(b'e');
+                    }
+                }
+                Node::Dict(entries) => {
+                    out.push(b'}');
+                    remember(out, memo);
+                    if !entries.is_empty() {
+                        out.push(b'(');
+                        for (k, v) in entries {
+                            self.write(*k, out, memo);
+                            self.write(*v, out, memo);
+                        }
+                        out.push(b'u');
+                    }
+                }
+                Node::Tuple(items) => {
+                    for item in items {
+                        self.write(*item, out, memo);
+                    }
+                    out.push(0x86);
+                }
+            }
+        }
     }
 }
