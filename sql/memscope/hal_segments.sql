@@ -48,7 +48,7 @@ hal_blocks AS (
 SELECT m.source, m.pid, m.device, m.ts, m.ptr, m.size, m.owner, m.alloc_type, m.page_type, m.stock,
        b.free_ts, COALESCE(b.free_kind, 'none') AS free_kind,
        b.free_ts - m.ts AS lifetime_ns,
-       stack_frame(m.stack_py, 1) AS stack_top,
+       NULLIF(stack_frame(m.stack_py, 1), 'NA') AS stack_top,
        COALESCE(v.expandable_segments, FALSE) AS expandable_segments
 FROM hal_mallocs m
 LEFT JOIN hal_blocks b ON b.source = m.source AND b.alloc_row = m.row_idx

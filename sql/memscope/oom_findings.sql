@@ -41,88 +41,89 @@
 -- @column free_mem      bytes: R, free device memory at the snapshot before the trigger; NULL when there is none
 -- @column snapshot_ts   time of that snapshot, ns
 WITH
-triggers AS (
-    SELECT source, pid, device, trigger_id, oom_ts, req_size, free_mem, total_mem, snapshot_ts, snapshot_name
-    FROM oom_events
-    WHERE kind = 'trigger'
-),
-recent5 AS (
-    SELECT pid, trigger_id, size, alloc_ts,
-           COALESCE(NULLIF(NULLIF(trim(stack_py), ''), 'NA'), NULLIF(NULLIF(trim(stack_c), ''), 'NA')) AS stack
-    FROM oom_events
-    WHERE kind = 'recent' AND rank <= 5 AND trigger_id IS NOT NULL
-),
-recent_stats AS (
-    SELECT pid, trigger_id, COUNT(*) AS n, SUM(size) AS bytes, MAX(size) AS largest,
-           COUNT(stack) AS with_stack
-    FROM recent5
-    GROUP BY pid, trigger_id
-),
--- how often the most repeated stack appears among the 5 most recent
-stack_repeats AS (
-    SELECT pid, trigger_id, MAX(n) AS max_repeat
-    FROM (SELECT pid, trigger_id, stack, COUNT(*) AS n FROM recent5 WHERE stack IS NOT NULL
-          GROUP BY pid, trigger_id, stack) s
-    GROUP BY pid, trigger_id
-),
-all_recent AS (
-    SELECT pid, trigger_id, device, alloc_ts, MAX(size) OVER (PARTITION BY pid, trigger_id) AS largest_recent
-    FROM oom_events
-    WHERE kind = 'recent' AND trigger_id IS NOT NULL
-),
--- TOP blocks by owner category
-top_rows AS (
-    SELECT pid, trigger_id, size, owner,
-           CASE WHEN owner IS NULL THEN NULL
+-- the records of each trigger, with the call stack and owner category used by the rules
+records AS (
+    SELECT source, pid, device, trigger_id, oom_ts, kind, rank, req_size, free_mem, total_mem,
+           snapshot_ts, snapshot_name, size, owner,
+           CASE WHEN kind = 'recent' THEN alloc_ts END AS at_ts,
+           kind = 'recent' AND rank <= 5 AS recent5,
+           COALESCE(NULLIF(NULLIF(trim(stack_py), ''), 'NA'), NULLIF(NULLIF(trim(stack_c), ''), 'NA')) AS stack,
+           CASE WHEN kind <> 'top' OR owner IS NULL THEN NULL
                 WHEN concat('@', owner, '@') LIKE '%@weight@%' OR concat('@', owner, '@') LIKE '%@weights@%'
                   OR concat('@', owner, '@') LIKE '%@sharded_weight@%' OR concat('@', owner, '@') LIKE '%@optimizer_state@%'
                   OR concat('@', owner, '@') LIKE '%@gradient@%' THEN 'model_states'
                 WHEN concat('@', owner, '@') LIKE '%@kv_cache@%' THEN 'kv_cache'
                 WHEN concat('@', owner, '@') LIKE '%@ops@%' OR concat('@', owner, '@') LIKE '%@aten@%'
                   OR concat('@', owner, '@') LIKE '%@activation@%' THEN 'activations'
-                ELSE 'other' END AS category
+                ELSE 'other' END AS category,
+           CAST(NULL AS BIGINT) AS step_k
     FROM oom_events
-    WHERE kind = 'top' AND trigger_id IS NOT NULL
+    WHERE trigger_id IS NOT NULL
 ),
-top_stats AS (
-    SELECT pid, trigger_id, COUNT(*) AS n, COUNT(owner) AS with_owner, MAX(size) AS largest, SUM(size) AS bytes
-    FROM top_rows
-    GROUP BY pid, trigger_id
+-- step starts of every device in the same stream, to place RECENT allocations in steps:
+-- a RECENT block belongs to the latest step started at or before its allocation
+stream AS (
+    SELECT * FROM records
+    UNION ALL
+    SELECT CAST(NULL AS VARCHAR) AS source, pid, device, CAST(NULL AS BIGINT) AS trigger_id,
+           CAST(NULL AS BIGINT) AS oom_ts, 'step' AS kind, CAST(NULL AS BIGINT) AS rank,
+           CAST(NULL AS BIGINT) AS req_size, CAST(NULL AS BIGINT) AS free_mem, CAST(NULL AS BIGINT) AS total_mem,
+           CAST(NULL AS BIGINT) AS snapshot_ts, CAST(NULL AS VARCHAR) AS snapshot_name,
+           CAST(NULL AS BIGINT) AS size, CAST(NULL AS VARCHAR) AS owner,
+           start_ts AS at_ts, FALSE AS recent5, CAST(NULL AS VARCHAR) AS stack, CAST(NULL AS VARCHAR) AS category,
+           ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ts) AS step_k
+    FROM steps
 ),
-top_category AS (
+placed AS (
+    SELECT *,
+           MAX(step_k) OVER (PARTITION BY pid, device
+                             ORDER BY at_ts, CASE WHEN kind = 'step' THEN 0 ELSE 1 END
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_step
+    FROM stream
+),
+-- per record: how often its stack repeats among the 5 most recent, bytes of its owner and
+-- of its owner category among the TOP blocks
+counted AS (
+    SELECT *,
+           COUNT(*) OVER (PARTITION BY pid, trigger_id, recent5, stack) AS stack_repeat,
+           SUM(size) OVER (PARTITION BY pid, trigger_id, kind, category) AS category_bytes,
+           SUM(size) OVER (PARTITION BY pid, trigger_id, kind, owner) AS owner_bytes,
+           ROW_NUMBER() OVER (PARTITION BY pid, trigger_id, kind, owner ORDER BY rank) AS owner_row
+    FROM placed
+    WHERE kind <> 'step'
+),
+-- everything the rules need, one row per trigger
+facts AS (
     SELECT pid, trigger_id,
-           first_value(category ORDER BY bytes DESC, category) AS category,
-           first_value(bytes ORDER BY bytes DESC, category) AS category_bytes
-    FROM (SELECT pid, trigger_id, category, SUM(size) AS bytes FROM top_rows
-          WHERE category IN ('model_states', 'kv_cache', 'activations') GROUP BY pid, trigger_id, category) c
+           MAX(source) FILTER (WHERE kind = 'trigger') AS source,
+           MAX(device) AS device,
+           MAX(oom_ts) AS oom_ts,
+           MAX(req_size) FILTER (WHERE kind = 'trigger') AS req_size,
+           MAX(free_mem) AS free_mem,
+           MAX(total_mem) AS total_mem,
+           MAX(snapshot_ts) AS snapshot_ts,
+           MAX(snapshot_name) AS snapshot_name,
+           COUNT(*) FILTER (WHERE recent5) AS recent_n,
+           SUM(size) FILTER (WHERE recent5) AS recent_bytes,
+           COUNT(stack) FILTER (WHERE recent5) AS with_stack,
+           MAX(stack_repeat) FILTER (WHERE recent5 AND stack IS NOT NULL) AS max_repeat,
+           MAX(size) FILTER (WHERE kind = 'recent') AS largest_recent,
+           COUNT(DISTINCT in_step) FILTER (WHERE kind = 'recent') AS steps_spanned,
+           COUNT(*) FILTER (WHERE kind = 'top') AS top_n,
+           COUNT(owner) FILTER (WHERE kind = 'top') AS with_owner,
+           MAX(size) FILTER (WHERE kind = 'top') AS top_largest,
+           first_value(category ORDER BY category_bytes DESC, category)
+               FILTER (WHERE category IN ('model_states', 'kv_cache', 'activations')) AS top_category,
+           MAX(category_bytes) FILTER (WHERE category IN ('model_states', 'kv_cache', 'activations')) AS category_bytes,
+           string_agg(concat(COALESCE(owner, '?'), ' ', fmt_bytes(owner_bytes)), ', ' ORDER BY owner_bytes DESC, owner)
+               FILTER (WHERE kind = 'top' AND owner_row = 1) AS top_owners
+    FROM counted
     GROUP BY pid, trigger_id
-),
-top_groups AS (
-    SELECT pid, trigger_id,
-           string_agg(concat(COALESCE(owner, '?'), ' ', fmt_bytes(bytes)), ', ' ORDER BY bytes DESC, owner) AS owners
-    FROM (SELECT pid, trigger_id, owner, SUM(size) AS bytes FROM top_rows GROUP BY pid, trigger_id, owner) g
-    GROUP BY pid, trigger_id
-),
--- steps of the trigger's device, and how many of them the RECENT allocations fall into
-device_steps AS (
-    SELECT DISTINCT s.pid, s.device, s.step, s.start_ts
-    FROM steps s
-),
-recent_steps AS (
-    SELECT r.pid, r.trigger_id, COUNT(DISTINCT r.step) AS steps_spanned
-    FROM (
-        SELECT a.pid, a.trigger_id, a.alloc_ts,
-               MAX(d.step) AS step
-        FROM all_recent a
-        JOIN device_steps d ON (d.pid IS NOT DISTINCT FROM a.pid) AND d.device = a.device AND d.start_ts <= a.alloc_ts
-        GROUP BY a.pid, a.trigger_id, a.alloc_ts
-    ) r
-    GROUP BY r.pid, r.trigger_id
 ),
 -- does `used` of a framework pool end every complete step higher than the step before?
 step_growth AS (
     SELECT pid, device,
-           MAX(CASE WHEN comparisons >= 1 AND all_grow THEN 1 ELSE 0 END) = 1 AS grows_every_step,
+           bool_or(comparisons >= 1 AND all_grow) AS grows_every_step,
            MAX(comparisons) AS comparisons
     FROM (
         SELECT pid, device, pool,
@@ -134,100 +135,78 @@ step_growth AS (
     ) p
     GROUP BY pid, device
 ),
-facts AS (
-    SELECT t.*,
-           r.n AS recent_n, r.bytes AS recent_bytes, r.with_stack, sr.max_repeat,
-           a.largest_recent,
-           tp.n AS top_n, tp.with_owner, tp.largest AS top_largest,
-           tc.category AS top_category, tc.category_bytes, tg.owners AS top_owners,
-           rs.steps_spanned, sg.grows_every_step, sg.comparisons
-    FROM triggers t
-    LEFT JOIN recent_stats r ON (r.pid IS NOT DISTINCT FROM t.pid) AND r.trigger_id = t.trigger_id
-    LEFT JOIN stack_repeats sr ON (sr.pid IS NOT DISTINCT FROM t.pid) AND sr.trigger_id = t.trigger_id
-    LEFT JOIN (SELECT DISTINCT pid, trigger_id, largest_recent FROM all_recent) a
-           ON (a.pid IS NOT DISTINCT FROM t.pid) AND a.trigger_id = t.trigger_id
-    LEFT JOIN top_stats tp ON (tp.pid IS NOT DISTINCT FROM t.pid) AND tp.trigger_id = t.trigger_id
-    LEFT JOIN top_category tc ON (tc.pid IS NOT DISTINCT FROM t.pid) AND tc.trigger_id = t.trigger_id
-    LEFT JOIN top_groups tg ON (tg.pid IS NOT DISTINCT FROM t.pid) AND tg.trigger_id = t.trigger_id
-    LEFT JOIN recent_steps rs ON (rs.pid IS NOT DISTINCT FROM t.pid) AND rs.trigger_id = t.trigger_id
-    LEFT JOIN step_growth sg ON (sg.pid IS NOT DISTINCT FROM t.pid) AND sg.device = t.device
-),
--- the text for "R" used by several rules
+-- one row per trigger and rule
 described AS (
-    SELECT *,
-           CASE WHEN free_mem IS NULL THEN 'no SNAPSHOT before the trigger: R unknown'
-                ELSE concat('R = ', fmt_bytes(free_mem), ' free (', COALESCE(snapshot_name, 'snapshot'), ' at ',
-                            CAST(snapshot_ts AS VARCHAR), ')') END AS r_text
-    FROM facts
-),
-findings AS (
-    SELECT *, 1 AS priority, 'single_huge_request' AS rule,
-           CASE WHEN free_mem IS NULL OR req_size IS NULL THEN 'unknown'
-                WHEN free_mem > 0 AND req_size >= 0.8 * free_mem THEN 'yes'
-                ELSE 'no' END AS verdict,
-           CASE WHEN free_mem IS NULL THEN r_text
-                WHEN req_size IS NULL THEN 'the trigger has no req_size'
-                WHEN free_mem = 0 THEN concat('request ', fmt_bytes(req_size), ' with no free memory left: ', r_text)
-                ELSE concat('request ', fmt_bytes(req_size), ' = ',
-                            CAST(round(CAST(req_size AS DOUBLE) / CAST(free_mem AS DOUBLE) * 100.0, 1) AS VARCHAR),
-                            ' % of ', r_text, '; threshold 80 %') END AS evidence
-    FROM described
-    UNION ALL
-    SELECT *, 2, 'over_large_request',
-           CASE WHEN free_mem IS NULL THEN 'unknown'
-                WHEN free_mem > 1073741824 AND COALESCE(largest_recent, 0) <= free_mem THEN 'yes'
-                ELSE 'no' END,
-           CASE WHEN free_mem IS NULL THEN r_text
-                ELSE concat(r_text, CASE WHEN free_mem > 1073741824 THEN ' > 1 GiB' ELSE ' ≤ 1 GiB' END,
-                            '; largest RECENT block ', COALESCE(fmt_bytes(largest_recent), 'none')) END
-    FROM described
-    UNION ALL
-    SELECT *, 3, 'top_owner',
-           CASE WHEN COALESCE(top_n, 0) = 0 OR COALESCE(with_owner, 0) = 0 THEN 'unknown'
-                WHEN top_category IS NOT NULL THEN 'yes'
-                ELSE 'no' END,
-           CASE WHEN COALESCE(top_n, 0) = 0 THEN 'no TOP records'
-                WHEN COALESCE(with_owner, 0) = 0 THEN 'no owner known for the TOP blocks'
-                WHEN top_category = 'model_states' THEN concat('model states (weights/optimizer/gradients) hold ', fmt_bytes(category_bytes), ' of the TOP blocks: model too big for the device; TOP owners: ', top_owners)
-                WHEN top_category = 'kv_cache' THEN concat('KV cache holds ', fmt_bytes(category_bytes), ' of the TOP blocks: check the KV cache configuration; TOP owners: ', top_owners)
-                WHEN top_category = 'activations' THEN concat('activations hold ', fmt_bytes(category_bytes), ' of the TOP blocks; TOP owners: ', top_owners)
-                ELSE concat('TOP owners: ', top_owners) END
-    FROM described
-    UNION ALL
-    SELECT *, 4, 'same_stack_repeated',
-           CASE WHEN COALESCE(with_stack, 0) < 3 THEN 'unknown'
-                WHEN max_repeat >= 3 THEN 'yes'
-                ELSE 'no' END,
-           CASE WHEN COALESCE(recent_n, 0) = 0 THEN 'no RECENT records'
-                WHEN COALESCE(with_stack, 0) < 3 THEN concat(CAST(COALESCE(with_stack, 0) AS VARCHAR), ' of the ', CAST(recent_n AS VARCHAR), ' most recent RECENT records have a call stack (3 needed)')
-                ELSE concat('most repeated call stack: ', CAST(max_repeat AS VARCHAR), ' of the ', CAST(recent_n AS VARCHAR), ' most recent RECENT records (threshold 3)') END
-    FROM described
-    UNION ALL
-    SELECT *, 5, 'chain_of_large_allocations',
-           CASE WHEN free_mem IS NULL OR COALESCE(recent_n, 0) = 0 THEN 'unknown'
-                WHEN recent_bytes > 3 * free_mem THEN 'yes'
-                ELSE 'no' END,
-           CASE WHEN COALESCE(recent_n, 0) = 0 THEN 'no RECENT records'
-                WHEN free_mem IS NULL THEN r_text
-                ELSE concat('the ', CAST(recent_n AS VARCHAR), ' most recent RECENT blocks hold ', fmt_bytes(recent_bytes),
-                            '; 3 × R = ', fmt_bytes(3 * free_mem)) END
-    FROM described
-    UNION ALL
-    SELECT *, 6, 'accumulation',
-           CASE WHEN COALESCE(recent_n, 0) = 0 OR steps_spanned IS NULL OR comparisons IS NULL
-                  OR COALESCE(top_n, 0) = 0 OR total_mem IS NULL THEN 'unknown'
-                WHEN steps_spanned >= 2 AND grows_every_step AND top_largest < 0.05 * total_mem THEN 'yes'
-                ELSE 'no' END,
-           concat('RECENT allocations span ', COALESCE(CAST(steps_spanned AS VARCHAR), 'no known'), ' step(s); ',
-                  CASE WHEN comparisons IS NULL THEN 'no complete steps to compare'
-                       WHEN grows_every_step THEN 'pool used grows at the end of every complete step'
-                       ELSE 'pool used does not grow at the end of every complete step' END,
-                  '; largest TOP block ', COALESCE(fmt_bytes(top_largest), 'unknown'),
-                  CASE WHEN total_mem IS NULL THEN ' (device memory unknown)'
-                       ELSE concat(' (5 % of device memory = ', fmt_bytes(CAST(total_mem / 20 AS BIGINT)), ')') END)
-    FROM described
+    SELECT f.*, g.grows_every_step, g.comparisons, r.priority,
+           CASE WHEN f.free_mem IS NULL THEN 'no SNAPSHOT before the trigger: R unknown'
+                ELSE concat('R = ', fmt_bytes(f.free_mem), ' free (', COALESCE(f.snapshot_name, 'snapshot'), ' at ',
+                            CAST(f.snapshot_ts AS VARCHAR), ')') END AS r_text
+    FROM facts f
+    LEFT JOIN step_growth g ON (g.pid IS NOT DISTINCT FROM f.pid) AND g.device = f.device
+    CROSS JOIN (VALUES (1), (2), (3), (4), (5), (6)) AS r(priority)
 )
-SELECT source, pid, device, trigger_id, oom_ts, priority, rule, verdict, evidence,
+SELECT source, pid, device, trigger_id, oom_ts, priority,
+       CASE priority WHEN 1 THEN 'single_huge_request' WHEN 2 THEN 'over_large_request' WHEN 3 THEN 'top_owner'
+                     WHEN 4 THEN 'same_stack_repeated' WHEN 5 THEN 'chain_of_large_allocations'
+                     ELSE 'accumulation' END AS rule,
+       CASE priority
+           -- 1: req_size >= 80 % of R
+           WHEN 1 THEN CASE WHEN free_mem IS NULL OR req_size IS NULL THEN 'unknown'
+                            WHEN free_mem > 0 AND req_size >= 0.8 * free_mem THEN 'yes'
+                            ELSE 'no' END
+           -- 2: R > 1 GiB and every RECENT block <= R
+           WHEN 2 THEN CASE WHEN free_mem IS NULL THEN 'unknown'
+                            WHEN free_mem > 1073741824 AND COALESCE(largest_recent, 0) <= free_mem THEN 'yes'
+                            ELSE 'no' END
+           -- 3: TOP bytes owned by model states, KV cache or activations
+           WHEN 3 THEN CASE WHEN top_n = 0 OR with_owner = 0 THEN 'unknown'
+                            WHEN top_category IS NOT NULL THEN 'yes'
+                            ELSE 'no' END
+           -- 4: one whole stack >= 3 times among the 5 most recent
+           WHEN 4 THEN CASE WHEN with_stack < 3 THEN 'unknown'
+                            WHEN max_repeat >= 3 THEN 'yes'
+                            ELSE 'no' END
+           -- 5: the 5 most recent hold more than 3 R
+           WHEN 5 THEN CASE WHEN free_mem IS NULL OR recent_n = 0 THEN 'unknown'
+                            WHEN recent_bytes > 3 * free_mem THEN 'yes'
+                            ELSE 'no' END
+           -- 6: spread over steps, growth every step, small TOP blocks
+           ELSE CASE WHEN recent_n = 0 OR steps_spanned = 0 OR comparisons IS NULL
+                       OR top_n = 0 OR total_mem IS NULL THEN 'unknown'
+                     WHEN steps_spanned >= 2 AND grows_every_step AND top_largest < 0.05 * total_mem THEN 'yes'
+                     ELSE 'no' END
+       END AS verdict,
+       CASE priority
+           WHEN 1 THEN CASE WHEN free_mem IS NULL THEN r_text
+                            WHEN req_size IS NULL THEN 'the trigger has no req_size'
+                            WHEN free_mem = 0 THEN concat('request ', fmt_bytes(req_size), ' with no free memory left: ', r_text)
+                            ELSE concat('request ', fmt_bytes(req_size), ' = ',
+                                        CAST(round(CAST(req_size AS DOUBLE) / CAST(free_mem AS DOUBLE) * 100.0, 1) AS VARCHAR),
+                                        ' % of ', r_text, '; threshold 80 %') END
+           WHEN 2 THEN CASE WHEN free_mem IS NULL THEN r_text
+                            ELSE concat(r_text, CASE WHEN free_mem > 1073741824 THEN ' > 1 GiB' ELSE ' ≤ 1 GiB' END,
+                                        '; largest RECENT block ', COALESCE(fmt_bytes(largest_recent), 'none')) END
+           WHEN 3 THEN CASE WHEN top_n = 0 THEN 'no TOP records'
+                            WHEN with_owner = 0 THEN 'no owner known for the TOP blocks'
+                            WHEN top_category = 'model_states' THEN concat('model states (weights/optimizer/gradients) hold ', fmt_bytes(category_bytes), ' of the TOP blocks: model too big for the device; TOP owners: ', top_owners)
+                            WHEN top_category = 'kv_cache' THEN concat('KV cache holds ', fmt_bytes(category_bytes), ' of the TOP blocks: check the KV cache configuration; TOP owners: ', top_owners)
+                            WHEN top_category = 'activations' THEN concat('activations hold ', fmt_bytes(category_bytes), ' of the TOP blocks; TOP owners: ', top_owners)
+                            ELSE concat('TOP owners: ', top_owners) END
+           WHEN 4 THEN CASE WHEN recent_n = 0 THEN 'no RECENT records'
+                            WHEN with_stack < 3 THEN concat(CAST(with_stack AS VARCHAR), ' of the ', CAST(recent_n AS VARCHAR), ' most recent RECENT records have a call stack (3 needed)')
+                            ELSE concat('most repeated call stack: ', CAST(max_repeat AS VARCHAR), ' of the ', CAST(recent_n AS VARCHAR), ' most recent RECENT records (threshold 3)') END
+           WHEN 5 THEN CASE WHEN recent_n = 0 THEN 'no RECENT records'
+                            WHEN free_mem IS NULL THEN r_text
+                            ELSE concat('the ', CAST(recent_n AS VARCHAR), ' most recent RECENT blocks hold ', fmt_bytes(recent_bytes),
+                                        '; 3 × R = ', fmt_bytes(3 * free_mem)) END
+           ELSE concat('RECENT allocations span ', CAST(steps_spanned AS VARCHAR), ' step(s); ',
+                       CASE WHEN comparisons IS NULL THEN 'no complete steps to compare'
+                            WHEN grows_every_step THEN 'pool used grows at the end of every complete step'
+                            ELSE 'pool used does not grow at the end of every complete step' END,
+                       '; largest TOP block ', COALESCE(fmt_bytes(top_largest), 'unknown'),
+                       CASE WHEN total_mem IS NULL THEN ' (device memory unknown)'
+                            ELSE concat(' (5 % of device memory = ', fmt_bytes(CAST(total_mem / 20 AS BIGINT)), ')') END)
+       END AS evidence,
        req_size, free_mem, snapshot_ts
-FROM findings
+FROM described
 ORDER BY pid, oom_ts, trigger_id, priority

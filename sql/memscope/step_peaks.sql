@@ -24,82 +24,84 @@
 -- @column growth             bytes: end_used - start_used (growth within the step); NULL for an open step
 -- @column growth_vs_prev     bytes: end_used - end_used of the previous complete step of the same pool; NULL for the first one
 WITH
+-- steps numbered k = 1, 2, ... in time order per (source, pid, device)
 step_list AS (
     SELECT source, pid, device, step, origin, start_ts, end_ts,
            ROW_NUMBER() OVER (PARTITION BY source, pid, device ORDER BY start_ts, start_row) AS k
     FROM steps
 ),
--- pools that have values on each (source, pid, device)
+-- the pools with memory rows on each (source, pid, device)
 pools AS (
-    SELECT DISTINCT source, pid, device, pool FROM usage_series
+    SELECT DISTINCT source, pid, device, event_type AS pool
+    FROM events
+    WHERE event IN ('MALLOC', 'FREE')
 ),
--- one stream per pool series: its values plus a start and an end marker per step.
--- At equal times a start marker sorts before the values and an end marker after them,
--- so values written exactly at a boundary belong to the step.
+-- one stream per pool series: its values plus a start and an end marker per step (the
+-- markers carry the step's description). At equal times a start marker sorts before the
+-- values and an end marker after them, so values written at a boundary belong to the step.
 stream AS (
     SELECT source, pid, device, pool, ts, 1 AS ord, row_idx, used,
-           CAST(NULL AS BIGINT) AS start_k, CAST(NULL AS BIGINT) AS end_k
+           CAST(NULL AS BIGINT) AS start_k, CAST(NULL AS BIGINT) AS end_k,
+           CAST(NULL AS BIGINT) AS step, CAST(NULL AS VARCHAR) AS origin,
+           CAST(NULL AS BIGINT) AS start_ts, CAST(NULL AS BIGINT) AS end_ts
     FROM usage_series
     WHERE ts IS NOT NULL AND used IS NOT NULL
     UNION ALL
-    SELECT s.source, s.pid, s.device, p.pool, s.start_ts AS ts, 0 AS ord, CAST(NULL AS BIGINT) AS row_idx,
-           CAST(NULL AS BIGINT) AS used, s.k AS start_k, CAST(NULL AS BIGINT) AS end_k
+    SELECT s.source, s.pid, s.device, p.pool,
+           CASE WHEN m.ord = 0 THEN s.start_ts ELSE s.end_ts END AS ts,
+           m.ord, CAST(NULL AS BIGINT) AS row_idx, CAST(NULL AS BIGINT) AS used,
+           CASE WHEN m.ord = 0 THEN s.k END AS start_k,
+           CASE WHEN m.ord = 2 THEN s.k END AS end_k,
+           s.step, s.origin, s.start_ts, s.end_ts
     FROM step_list s
     JOIN pools p ON p.source = s.source AND (p.pid IS NOT DISTINCT FROM s.pid) AND p.device = s.device
-    UNION ALL
-    SELECT s.source, s.pid, s.device, p.pool, s.end_ts AS ts, 2 AS ord, CAST(NULL AS BIGINT) AS row_idx,
-           CAST(NULL AS BIGINT) AS used, CAST(NULL AS BIGINT) AS start_k, s.k AS end_k
-    FROM step_list s
-    JOIN pools p ON p.source = s.source AND (p.pid IS NOT DISTINCT FROM s.pid) AND p.device = s.device
-    WHERE s.end_ts IS NOT NULL
+    CROSS JOIN (VALUES (0), (2)) AS m(ord)
+    WHERE m.ord = 0 OR s.end_ts IS NOT NULL
 ),
--- for every row: the value in effect (carried forward), the step last started and the step last ended
+-- for every row: the step last started and the step last ended (k grows with time, so
+-- running maxima find the latest); interval k = from the start of step k to the start of k+1
 walked AS (
     SELECT *,
-           last_value(used) IGNORE NULLS OVER w AS level,
-           last_value(start_k) IGNORE NULLS OVER w AS cur_k,
-           last_value(end_k) IGNORE NULLS OVER w AS ended_k
+           COALESCE(MAX(start_k) OVER w, 0) AS k,
+           MAX(end_k) OVER w AS ended_k
     FROM stream
     WINDOW w AS (PARTITION BY source, pid, device, pool ORDER BY ts, ord, row_idx
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
--- the level when each step starts and ends
-at_markers AS (
-    SELECT source, pid, device, pool,
-           COALESCE(start_k, end_k) AS k,
-           MAX(CASE WHEN ord = 0 THEN level END) AS start_used,
-           MAX(CASE WHEN ord = 2 THEN level END) AS end_used
-    FROM walked
-    WHERE ord <> 1
-    GROUP BY source, pid, device, pool, COALESCE(start_k, end_k)
+-- per pool and interval: the step, the values inside the step, the last value of the interval
+intervals AS (
+    SELECT source, pid, device, pool, k,
+           MAX(step) AS step, MAX(origin) AS origin, MAX(start_ts) AS start_ts, MAX(end_ts) AS end_ts,
+           COUNT(*) FILTER (WHERE inside) AS points,
+           MAX(used) FILTER (WHERE inside) AS max_used,
+           first_value(ts ORDER BY used DESC NULLS LAST, ts, row_idx) FILTER (WHERE inside) AS max_ts,
+           last_value(used ORDER BY ts, row_idx) FILTER (WHERE inside) AS last_inside,
+           last_value(used ORDER BY ts, row_idx) FILTER (WHERE ord = 1) AS last_value
+    FROM (
+        SELECT *, ord = 1 AND k > 0 AND (ended_k IS NULL OR ended_k < k) AS inside
+        FROM walked
+    ) v
+    GROUP BY source, pid, device, pool, k
 ),
--- values written inside a step
-inside AS (
-    SELECT source, pid, device, pool, cur_k AS k,
-           COUNT(*) AS points,
-           MAX(used) AS max_used,
-           first_value(ts ORDER BY used DESC, ts, row_idx) AS max_ts
-    FROM walked
-    WHERE ord = 1 AND cur_k IS NOT NULL AND (ended_k IS NULL OR ended_k < cur_k)
-    GROUP BY source, pid, device, pool, cur_k
+-- the level when each step starts: the last value of the intervals before it (small table)
+with_start AS (
+    SELECT *,
+           last_value(last_value) IGNORE NULLS
+               OVER (PARTITION BY source, pid, device, pool ORDER BY k
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS start_used
+    FROM intervals
 ),
 per_step AS (
-    SELECT s.source, s.pid, s.device, s.step, s.origin, s.start_ts, s.end_ts, s.k, m.pool,
-           COALESCE(i.points, 0) AS points,
-           m.start_used,
-           CASE WHEN i.max_used IS NULL THEN m.start_used
-                WHEN m.start_used IS NULL OR i.max_used >= m.start_used THEN i.max_used
-                ELSE m.start_used END AS peak_used,
-           CASE WHEN i.max_used IS NULL THEN s.start_ts
-                WHEN m.start_used IS NULL OR i.max_used >= m.start_used THEN i.max_ts
-                ELSE s.start_ts END AS peak_ts,
-           m.end_used
-    FROM step_list s
-    JOIN at_markers m
-      ON m.source = s.source AND (m.pid IS NOT DISTINCT FROM s.pid) AND m.device = s.device AND m.k = s.k
-    LEFT JOIN inside i
-      ON i.source = s.source AND (i.pid IS NOT DISTINCT FROM s.pid) AND i.device = s.device
-     AND i.pool = m.pool AND i.k = s.k
+    SELECT source, pid, device, step, origin, start_ts, end_ts, k, pool, points, start_used,
+           CASE WHEN max_used IS NULL THEN start_used
+                WHEN start_used IS NULL OR max_used >= start_used THEN max_used
+                ELSE start_used END AS peak_used,
+           CASE WHEN max_used IS NULL THEN start_ts
+                WHEN start_used IS NULL OR max_used >= start_used THEN max_ts
+                ELSE start_ts END AS peak_ts,
+           CASE WHEN end_ts IS NOT NULL THEN COALESCE(last_inside, start_used) END AS end_used
+    FROM with_start
+    WHERE k > 0
 )
 SELECT source, pid, device, step, origin, start_ts, end_ts, pool, points,
        start_used, peak_used, peak_ts, end_used,

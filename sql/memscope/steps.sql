@@ -32,50 +32,48 @@ markers AS (
     FROM events
     WHERE event IN ('SYSTEM', 'MSTX') AND ts IS NOT NULL
 ),
--- which marker kind defines the steps of each (source, pid, device)
-origin AS (
-    SELECT source, pid, device,
-           CASE WHEN bool_or(kind = 'SYSTEM_STEP') THEN 'SYSTEM_STEP'
-                WHEN bool_or(kind = 'MSTX_RANGE') THEN 'MSTX_RANGE'
-                WHEN bool_or(kind = 'MSTX_MARK') THEN 'MSTX_MARK'
+-- which marker kind defines the steps of each (source, pid, device): the first one present
+-- of SYSTEM_STEP, MSTX_RANGE, MSTX_MARK
+with_origin AS (
+    SELECT *,
+           CASE WHEN bool_or(kind = 'SYSTEM_STEP') OVER d THEN 'SYSTEM_STEP'
+                WHEN bool_or(kind = 'MSTX_RANGE') OVER d THEN 'MSTX_RANGE'
+                WHEN bool_or(kind = 'MSTX_MARK') OVER d THEN 'MSTX_MARK'
            END AS origin
     FROM markers
     WHERE kind IS NOT NULL
-    GROUP BY source, pid, device
+    WINDOW d AS (PARTITION BY source, pid, device)
 ),
--- step starts and range ends of each (source, pid, device), in time order;
--- ordinal = number of the step a row belongs to (running count of starts)
+-- step starts and range ends in time order; ordinal = the step a row belongs to (running
+-- count of starts); Range_ends only delimit range- and STEP-based steps
 stream AS (
-    SELECT m.source, m.pid, m.device, m.ts, m.row_idx, m.name, m.kind, o.origin,
-           SUM(CASE WHEN m.kind = o.origin THEN 1 ELSE 0 END)
-               OVER (PARTITION BY m.source, m.pid, m.device ORDER BY m.ts, m.row_idx
+    SELECT *,
+           SUM(CASE WHEN kind = origin THEN 1 ELSE 0 END)
+               OVER (PARTITION BY source, pid, device ORDER BY ts, row_idx
                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS ordinal
-    FROM markers m
-    JOIN origin o ON o.source = m.source AND (o.pid IS NOT DISTINCT FROM m.pid) AND o.device = m.device
-    WHERE m.kind = o.origin OR (m.kind = 'RANGE_END' AND o.origin <> 'MSTX_MARK')
+    FROM with_origin
+    WHERE kind = origin OR (kind = 'RANGE_END' AND origin <> 'MSTX_MARK')
 ),
--- first Range_end of each step
-range_ends AS (
-    SELECT source, pid, device, ordinal, MIN(ts) AS end_ts
+-- the first Range_end of each step
+with_end AS (
+    SELECT *,
+           MIN(CASE WHEN kind = 'RANGE_END' THEN ts END)
+               OVER (PARTITION BY source, pid, device, ordinal) AS range_end_ts
     FROM stream
-    WHERE kind = 'RANGE_END' AND ordinal > 0
-    GROUP BY source, pid, device, ordinal
 ),
 starts AS (
-    SELECT source, pid, device, ts AS start_ts, row_idx AS start_row, name, origin, ordinal,
+    SELECT source, pid, device, ts AS start_ts, row_idx AS start_row, name, origin, ordinal, range_end_ts,
            LEAD(ts) OVER (PARTITION BY source, pid, device ORDER BY ordinal) AS next_start_ts
-    FROM stream
+    FROM with_end
     WHERE kind = origin
 )
-SELECT s.source, s.pid, s.device,
-       CASE WHEN s.origin = 'SYSTEM_STEP' THEN COALESCE(try_cast(trim(s.name) AS BIGINT), s.ordinal)
-            ELSE s.ordinal END AS step,
-       s.origin, s.start_ts,
-       COALESCE(e.end_ts, s.next_start_ts) AS end_ts,
-       COALESCE(e.end_ts, s.next_start_ts) - s.start_ts AS duration_ns,
-       COALESCE(e.end_ts, s.next_start_ts) IS NOT NULL AS complete,
-       s.start_row
-FROM starts s
-LEFT JOIN range_ends e
-       ON e.source = s.source AND (e.pid IS NOT DISTINCT FROM s.pid) AND e.device = s.device AND e.ordinal = s.ordinal
-ORDER BY s.source, s.pid, s.device, s.start_ts
+SELECT source, pid, device,
+       CASE WHEN origin = 'SYSTEM_STEP' THEN COALESCE(try_cast(trim(name) AS BIGINT), ordinal)
+            ELSE ordinal END AS step,
+       origin, start_ts,
+       COALESCE(range_end_ts, next_start_ts) AS end_ts,
+       COALESCE(range_end_ts, next_start_ts) - start_ts AS duration_ns,
+       COALESCE(range_end_ts, next_start_ts) IS NOT NULL AS complete,
+       start_row
+FROM starts
+ORDER BY source, pid, device, start_ts

@@ -43,31 +43,42 @@
 -- @column total_non_decreasing  algorithm B as the reference tests it: at least two buckets with a total, never decreasing
 -- @column reservation_growth    algorithm B as the guide means it: total_non_decreasing and total_final_bytes > total_first_bytes
 WITH
+-- the points of the selected series, with each series' time range (from its points with a
+-- valid used) and whether the point is the first of its series
 points AS (
-    SELECT source, pid, device, pool, ts, row_idx, used, total
-    FROM usage_series
-    WHERE ts IS NOT NULL
-      AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
+    SELECT *,
+           GREATEST(ts_max - ts_min, 1) AS span,
+           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
+    FROM (
+        SELECT source, pid, device, pool, ts, row_idx, used, total,
+               MIN(CASE WHEN used >= 0 THEN ts END) OVER s AS ts_min,
+               MAX(CASE WHEN used >= 0 THEN ts END) OVER s AS ts_max
+        FROM usage_series
+        WHERE ts IS NOT NULL
+          AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
+        WINDOW s AS (PARTITION BY source, pid, device, pool)
+    ) p
+    WHERE ts_min IS NOT NULL
 ),
--- time range of each series, from the points with a valid used
-series AS (
-    SELECT source, pid, device, pool,
-           MIN(ts) AS ts_min, MAX(ts) AS ts_max,
-           GREATEST(MAX(ts) - MIN(ts), 1) AS span
-    FROM points
-    WHERE used >= 0
-    GROUP BY source, pid, device, pool
-),
+-- each point in its bucket; the first point of a series also yields one empty placeholder
+-- row per bucket, so that every bucket of every series exists (empty ones included)
 bucketed AS (
-    SELECT p.*, s.ts_min,
-           LEAST(GREATEST((p.ts - s.ts_min) * $buckets / s.span, 0), $buckets - 1) AS bucket
-    FROM points p
-    JOIN series s
-      ON s.source = p.source AND (s.pid IS NOT DISTINCT FROM p.pid) AND s.device = p.device AND s.pool = p.pool
+    SELECT source, pid, device, pool, ts_min, ts_max, span, ts, row_idx,
+           CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
+           CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
+           slot >= 0 AS placeholder,
+           CASE WHEN slot >= 0 THEN slot
+                ELSE LEAST(GREATEST((ts - ts_min) * $buckets / span, 0), $buckets - 1) END AS bucket
+    FROM (
+        -- slot -1 = the point itself, 0..buckets-1 = placeholders
+        SELECT *, unnest(CASE WHEN first_point THEN range(-1, $buckets) ELSE [-1] END) AS slot
+        FROM points
+    ) x
 ),
 per_bucket AS (
     SELECT source, pid, device, pool, bucket,
-           COUNT(*) AS points,
+           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, MAX(span) AS span,
+           COUNT(*) FILTER (WHERE NOT placeholder) AS points,
            last_value(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_last,
            MIN(used) FILTER (WHERE used >= 0) AS used_min_bytes,
            MAX(used) FILTER (WHERE used >= 0) AS used_max_bytes,
@@ -75,72 +86,60 @@ per_bucket AS (
     FROM bucketed
     GROUP BY source, pid, device, pool, bucket
 ),
--- every bucket of every series, empty ones included
-grid AS (
-    SELECT s.source, s.pid, s.device, s.pool, s.ts_min, s.ts_max, s.span, b.bucket
-    FROM series s
-    CROSS JOIN (SELECT unnest(range(0, $buckets)) AS bucket) b
-),
--- algorithm A: last used of the non-empty buckets after bucket 0, baseline first
-lasts AS (
-    SELECT source, pid, device, pool, bucket, used_last,
-           first_value(used_last) OVER s AS base,
-           LAG(used_last) OVER s AS prev,
-           ROW_NUMBER() OVER s AS k
+-- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"),
+-- algorithm B at total_last of every bucket that has one
+marked AS (
+    SELECT *,
+           CASE WHEN bucket >= 1 THEN used_last END AS last_a,
+           last_value(CASE WHEN bucket >= 1 THEN used_last END) IGNORE NULLS
+               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_a,
+           last_value(total_last) IGNORE NULLS
+               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_b
     FROM per_bucket
-    WHERE bucket >= 1 AND used_last IS NOT NULL
-    WINDOW s AS (PARTITION BY source, pid, device, pool ORDER BY bucket)
 ),
-verdict_a AS (
-    SELECT source, pid, device, pool,
-           MAX(base) AS base_used,
-           COUNT(*) - 1 AS compared_buckets,
-           COUNT(*) FILTER (WHERE k > 1 AND used_last > base) AS above_base,
-           bool_and(prev IS NULL OR used_last >= prev) AS monotonic,
-           last_value(used_last ORDER BY bucket) - MAX(base) AS net_growth_bytes
-    FROM lasts
-    GROUP BY source, pid, device, pool
+series AS (
+    SELECT *,
+           -- A: the baseline is the first of the lasts, the final value the last one
+           first_value(last_a) IGNORE NULLS OVER s AS base_used,
+           last_value(last_a) IGNORE NULLS OVER s AS final_a,
+           COUNT(last_a) OVER s AS n_lasts,
+           bool_or(COALESCE(last_a < prev_a, FALSE)) OVER s AS a_decreases,
+           -- B
+           first_value(total_last) IGNORE NULLS OVER s AS total_first_bytes,
+           last_value(total_last) IGNORE NULLS OVER s AS total_final_bytes,
+           COUNT(total_last) OVER s AS n_totals,
+           bool_or(COALESCE(total_last < prev_b, FALSE)) OVER s AS b_decreases
+    FROM marked
+    WINDOW s AS (PARTITION BY source, pid, device, pool ORDER BY bucket
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ),
--- algorithm B: last total of every bucket that has one
-totals AS (
-    SELECT source, pid, device, pool, bucket, total_last,
-           LAG(total_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) AS prev
-    FROM per_bucket
-    WHERE total_last IS NOT NULL
-),
-verdict_b AS (
-    SELECT source, pid, device, pool,
-           first_value(total_last ORDER BY bucket) AS total_first_bytes,
-           last_value(total_last ORDER BY bucket) AS total_final_bytes,
-           COUNT(*) >= 2 AND bool_and(prev IS NULL OR total_last >= prev) AS total_non_decreasing
-    FROM totals
-    GROUP BY source, pid, device, pool
+verdicts AS (
+    SELECT *,
+           n_lasts - 1 AS compared,
+           -- buckets after the baseline that are above it (the baseline is not its own competitor)
+           COUNT(CASE WHEN last_a > base_used THEN 1 END)
+               OVER (PARTITION BY source, pid, device, pool) AS above_base
+    FROM series
 )
-SELECT g.source, g.pid, g.device, g.pool, g.bucket,
-       g.ts_min + g.span * g.bucket / $buckets AS t0,
-       CASE WHEN g.bucket = $buckets - 1 THEN g.ts_max
-            ELSE g.ts_min + g.span * (g.bucket + 1) / $buckets END AS t1,
-       COALESCE(pb.points, 0) AS points,
-       pb.used_last, pb.used_min_bytes, pb.used_max_bytes, pb.total_last,
-       a.base_used,
-       COALESCE(a.compared_buckets, 0) AS compared_buckets,
-       COALESCE(a.above_base, 0) AS above_base,
-       a.monotonic,
-       a.net_growth_bytes,
-       CAST(a.net_growth_bytes AS DOUBLE) / CAST(GREATEST(a.base_used, 1) AS DOUBLE) * 100.0 AS net_growth_pct,
-       CASE WHEN COALESCE(a.compared_buckets, 0) < 1 THEN 'no_verdict'
-            WHEN a.above_base = a.compared_buckets AND a.monotonic THEN 'strong'
-            WHEN a.above_base = 0 THEN 'no_growth'
+SELECT source, pid, device, pool, bucket,
+       ts_min + span * bucket / $buckets AS t0,
+       CASE WHEN bucket = $buckets - 1 THEN ts_max
+            ELSE ts_min + span * (bucket + 1) / $buckets END AS t1,
+       points, used_last, used_min_bytes, used_max_bytes, total_last,
+       base_used,
+       GREATEST(compared, 0) AS compared_buckets,
+       above_base,
+       NOT a_decreases AS monotonic,
+       final_a - base_used AS net_growth_bytes,
+       CAST(final_a - base_used AS DOUBLE) / CAST(GREATEST(base_used, 1) AS DOUBLE) * 100.0 AS net_growth_pct,
+       CASE WHEN compared < 1 THEN 'no_verdict'
+            WHEN above_base = compared AND NOT a_decreases THEN 'strong'
+            WHEN above_base = 0 THEN 'no_growth'
             ELSE 'discontinuous' END AS growth_verdict,
-       b.total_first_bytes, b.total_final_bytes,
-       COALESCE(b.total_non_decreasing, FALSE) AS total_non_decreasing,
-       COALESCE(b.total_non_decreasing AND b.total_final_bytes > b.total_first_bytes, FALSE) AS reservation_growth
-FROM grid g
-LEFT JOIN per_bucket pb
-       ON pb.source = g.source AND (pb.pid IS NOT DISTINCT FROM g.pid) AND pb.device = g.device
-      AND pb.pool = g.pool AND pb.bucket = g.bucket
-LEFT JOIN verdict_a a
-       ON a.source = g.source AND (a.pid IS NOT DISTINCT FROM g.pid) AND a.device = g.device AND a.pool = g.pool
-LEFT JOIN verdict_b b
-       ON b.source = g.source AND (b.pid IS NOT DISTINCT FROM g.pid) AND b.device = g.device AND b.pool = g.pool
-ORDER BY g.source, g.pid, g.device, g.pool, g.bucket
+       total_first_bytes, total_final_bytes,
+       n_totals >= 2 AND NOT b_decreases AS total_non_decreasing,
+       n_totals >= 2 AND NOT b_decreases AND total_final_bytes > total_first_bytes AS reservation_growth
+FROM verdicts
+ORDER BY source, pid, device, pool, bucket

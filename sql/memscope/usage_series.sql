@@ -5,8 +5,9 @@
 -- HOST_PINNED `used` is the process VmRSS). HAL rows carry none, so the HAL series is the live
 -- bytes of HAL blocks computed by pairing (table `blocks`): +size at each MALLOC, -size when the
 -- block ends (FREE, shadow FREE, or address reuse). A shadow FREE later than every non-shadow
--- row of its file is the tool's exit fill-in (memscope-format.md §5.5 rule 4): the memory was
--- still held at exit, so it is not counted as a release. Blocks whose MALLOC was never seen
+-- memory event of its file (MALLOC or real FREE, any pool) is the tool's exit fill-in
+-- (memscope-format.md §5.5 rule 4): the memory was still held at exit, so it is not counted
+-- as a release. Blocks whose MALLOC was never seen
 -- (allocated before collection) are left out. Promoted shadow MALLOCs (stock memory) count.
 -- For HAL, `total` repeats `used`: HAL live bytes are the driver-level reservation.
 -- Counters of different processes, devices or pools are never mixed.
@@ -29,27 +30,28 @@ attr_points AS (
       AND event_type <> 'HAL'
       AND (used IS NOT NULL OR total IS NOT NULL)
 ),
--- last time of a non-shadow row per file: later shadow FREEs are exit fill-ins
-file_end AS (
-    SELECT source, MAX(ts) AS last_real_ts
-    FROM events
-    WHERE NOT shadow
-    GROUP BY source
-),
+-- HAL blocks with the last time of a non-shadow memory event of their file (a MALLOC that is
+-- not a promoted shadow row, or a real FREE): later shadow FREEs are exit fill-ins
 hal_blocks AS (
-    SELECT b.*, (b.free_kind = 'shadow' AND b.free_ts > f.last_real_ts) AS held_at_exit
-    FROM blocks b
-    JOIN file_end f ON f.source = b.source
-    WHERE b.pool = 'HAL' AND b.alloc_ts IS NOT NULL
+    SELECT *, (free_kind = 'shadow' AND free_ts > last_real_ts) AS held_at_exit
+    FROM (
+        SELECT *,
+               MAX(GREATEST(CASE WHEN alloc_ts IS NOT NULL AND NOT stock THEN alloc_ts END,
+                            CASE WHEN free_kind = 'real' THEN free_ts END))
+                   OVER (PARTITION BY source) AS last_real_ts
+        FROM blocks
+    ) b
+    WHERE pool = 'HAL' AND alloc_ts IS NOT NULL
 ),
--- +size when a HAL block starts, -size when it really ends
+-- +size when a HAL block starts, -size when it really ends (one pass: each block twice)
 hal_deltas AS (
-    SELECT source, pid, device, alloc_ts AS ts, alloc_row AS row_idx, size AS delta
+    SELECT source, pid, device,
+           CASE WHEN d.sign = 1 THEN alloc_ts ELSE free_ts END AS ts,
+           CASE WHEN d.sign = 1 THEN alloc_row ELSE free_row END AS row_idx,
+           d.sign * size AS delta
     FROM hal_blocks
-    UNION ALL
-    SELECT source, pid, device, free_ts AS ts, free_row AS row_idx, -size AS delta
-    FROM hal_blocks
-    WHERE free_ts IS NOT NULL AND NOT held_at_exit
+    CROSS JOIN (VALUES (1), (-1)) AS d(sign)
+    WHERE d.sign = 1 OR (free_ts IS NOT NULL AND NOT held_at_exit)
 ),
 hal_points AS (
     SELECT source, pid, device, 'HAL' AS pool, ts, row_idx,
