@@ -168,7 +168,7 @@ async fn fragmentation_and_expansions_match_reference() {
         let frag = query(&ds.engine, "SELECT * FROM fragmentation ORDER BY pid, device, pool").await;
         let lows = query(
             &ds.engine,
-            "SELECT pid, device, pool, u['ts'] AS ts, u['usage_pct'] AS usage_pct, u['used'] AS used, u['total'] AS total
+            "SELECT pid, device, pool, u['ts'] AS ts, u['ts_raw'] AS ts_raw, u['usage_pct'] AS usage_pct, u['used'] AS used, u['total'] AS total
              FROM (SELECT pid, device, pool, unnest(lowest_usage) AS u FROM fragmentation)",
         )
         .await;
@@ -202,6 +202,7 @@ async fn fragmentation_and_expansions_match_reference() {
                 assert_eq!(pct1(&r["peak_frag_pct"]), num(&w["peak"]), "{ctx} peak");
                 assert_eq!(pct1(&r["mean_frag_pct"]), num(&w["mean"]), "{ctx} mean");
                 assert_eq!(int(&r["peak_ts"]), Some(int(&w["worst_ts"]).unwrap() * sc), "{ctx} worst ts");
+                assert_eq!(int(&r["peak_ts_raw"]), int(&w["worst_ts"]), "{ctx} worst ts (file unit)");
                 let n_exp = match w.get("expansion_count") {
                     Some(v) => int(v).unwrap(),
                     None => w["expansions"].as_array().unwrap().len() as i64,
@@ -216,13 +217,16 @@ async fn fragmentation_and_expansions_match_reference() {
                     let got: Vec<(i64, f64, i64, i64)> = lows
                         .iter()
                         .filter(|l| l["pool"] == pool.as_str() && l["pid"] == r["pid"] && l["device"] == r["device"])
-                        .map(|l| (int(&l["ts"]).unwrap(), pct1(&l["usage_pct"]), int(&l["total"]).unwrap(), int(&l["used"]).unwrap()))
+                        .map(|l| {
+                            assert_eq!(int(&l["ts"]).unwrap(), int(&l["ts_raw"]).unwrap() * sc);
+                            (int(&l["ts_raw"]).unwrap(), pct1(&l["usage_pct"]), int(&l["total"]).unwrap(), int(&l["used"]).unwrap())
+                        })
                         .collect();
                     let want_low: Vec<(i64, f64, i64, i64)> = w["lowest_usage"]
                         .as_array()
                         .unwrap()
                         .iter()
-                        .map(|l| (int(&l[0]).unwrap() * sc, num(&l[1]), int(&l[2]).unwrap(), int(&l[3]).unwrap()))
+                        .map(|l| (int(&l[0]).unwrap(), num(&l[1]), int(&l[2]).unwrap(), int(&l[3]).unwrap()))
                         .collect();
                     assert_eq!(got, want_low, "{ctx} lowest usage");
                     // expansion table
@@ -231,7 +235,7 @@ async fn fragmentation_and_expansions_match_reference() {
                         .filter(|e| e["pool"] == pool.as_str() && e["pid"] == r["pid"] && e["device"] == r["device"])
                         .map(|e| {
                             vec![
-                                Value::from(int(&e["ts"]).unwrap()),
+                                Value::from(int(&e["ts_raw"]).unwrap()),
                                 e["total_before"].clone(),
                                 e["total_after"].clone(),
                                 e["delta"].clone(),
@@ -247,7 +251,7 @@ async fn fragmentation_and_expansions_match_reference() {
                         .iter()
                         .map(|e| {
                             vec![
-                                Value::from(int(&e["ts"]).unwrap() * sc),
+                                e["ts"].clone(),
                                 e["before"].clone(),
                                 e["after"].clone(),
                                 e["delta"].clone(),
@@ -291,8 +295,9 @@ async fn hal_segments_match_reference() {
             let rows: Vec<Vec<Value>> = got
                 .iter()
                 .map(|r| {
+                    assert_eq!(int(&r["ts"]).unwrap(), int(&r["ts_raw"]).unwrap() * sc);
                     vec![
-                        Value::from(int(&r["ts"]).unwrap()),
+                        r["ts_raw"].clone(),
                         r["size"].clone(),
                         r["owner"].clone(),
                         if r["alloc_type"].is_null() { Value::from("UNKNOWN") } else { r["alloc_type"].clone() },
@@ -305,11 +310,7 @@ async fn hal_segments_match_reference() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|r| {
-                    let mut r = r.as_array().unwrap().clone();
-                    r[0] = Value::from(int(&r[0]).unwrap() * sc);
-                    r
-                })
+                .map(|r| r.as_array().unwrap().clone())
                 .collect();
             assert_eq!(rows, want, "{ctx} rows");
             assert!(got.iter().all(|r| r["expandable_segments"] == false), "{ctx}");
@@ -402,12 +403,13 @@ async fn trend_matches_reference() {
             let ctx = format!("{sample} {key} PTA");
             assert_eq!(rs.len(), buckets as usize, "{ctx}");
             // table: [idx, lo, hi, used_last, used_min, used_max (0 when empty), total_last];
-            // bounds compared in the file's unit (floor(ns bound / scale) = the reference's bound)
+            // bounds in the file's unit (t0_raw = floor(t0 / scale) = the reference's bound)
             for (r, t) in rs.iter().zip(w["table"].as_array().unwrap()) {
                 let t = t.as_array().unwrap();
                 assert_eq!(int(&r["bucket"]), int(&t[0]), "{ctx}");
-                assert_eq!(int(&r["t0"]).unwrap() / sc, int(&t[1]).unwrap(), "{ctx} lo");
-                assert_eq!(int(&r["t1"]).unwrap() / sc, int(&t[2]).unwrap(), "{ctx} hi");
+                assert_eq!(int(&r["t0_raw"]), int(&t[1]), "{ctx} lo");
+                assert_eq!(int(&r["t1_raw"]), int(&t[2]), "{ctx} hi");
+                assert_eq!(int(&r["t0"]).unwrap() / sc, int(&t[1]).unwrap(), "{ctx} lo (ns)");
                 assert_eq!(int(&r["used_last"]), int(&t[3]), "{ctx} used_last");
                 assert_eq!(int(&r["used_min_bytes"]), int(&t[4]), "{ctx} used_min");
                 assert_eq!(int(&r["used_max_bytes"]).unwrap_or(0), int(&t[5]).unwrap(), "{ctx} used_max");
@@ -539,6 +541,7 @@ async fn window_summary_matches_reference() {
                     let best = counters.iter().max_by_key(|r| int(&r["used_peak"]).unwrap()).expect("a series with a peak");
                     assert_eq!(int(&best["used_peak"]), Some(peak), "{ctx} used peak");
                     assert_eq!(int(&best["used_peak_ts"]), Some(int(&w["used_peak_ts"]).unwrap() * sc), "{ctx} used peak ts");
+                    assert_eq!(int(&best["used_peak_ts_raw"]), int(&w["used_peak_ts"]), "{ctx} used peak ts (file unit)");
                 }
                 None => assert!(counters.is_empty(), "{ctx}"),
             }

@@ -19,19 +19,21 @@
 -- @column expansions         count: times the reservation grew (see view pool_expansions)
 -- @column current_frag_pct   percent: fragmentation of the last sample
 -- @column current_ts         time of the last sample, ns
+-- @column current_ts_raw     the same time as written in the file (µs for G1 sources)
 -- @column peak_frag_pct      percent: highest fragmentation
 -- @column peak_ts            time of the first sample reaching the peak, ns
+-- @column peak_ts_raw        the same time as written in the file
 -- @column mean_frag_pct      percent: mean fragmentation over the samples
 -- @column level              classification of current_frag_pct: normal (< 5), elevated (5–15), severe (> 15), invalid (< 0)
 -- @column peak_level         classification of peak_frag_pct, same thresholds
 -- @column used_last          bytes live in the pool at the last sample
 -- @column total_last         bytes reserved by the pool at the last sample
 -- @column peak_total         bytes: highest reservation of the series
--- @column lowest_usage       the 5 samples with the lowest usage (used / total), lowest first, earliest first on ties: list of {ts (ns), usage_pct (percent), used (bytes), total (bytes)}
+-- @column lowest_usage       the 5 samples with the lowest usage (used / total), lowest first, earliest first on ties: list of {ts (ns), ts_raw (file unit), usage_pct (percent), used (bytes), total (bytes)}
 WITH
 -- rows of framework pools that carry a reservation counter
 pool_rows AS (
-    SELECT source, pid, device, event_type AS pool, ts, row_idx, used, total
+    SELECT source, pid, device, event_type AS pool, ts, ts_raw, row_idx, used, total
     FROM events
     WHERE event IN ('MALLOC', 'FREE') AND event_type <> 'HAL' AND total IS NOT NULL
 ),
@@ -48,13 +50,15 @@ per_series AS (
            COUNT(*) AS samples,
            last_value(frag_pct ORDER BY ts, row_idx) AS current_frag_pct,
            MAX(ts) AS current_ts,
+           last_value(ts_raw ORDER BY ts, row_idx) AS current_ts_raw,
            MAX(frag_pct) AS peak_frag_pct,
            first_value(ts ORDER BY frag_pct DESC, ts, row_idx) AS peak_ts,
+           first_value(ts_raw ORDER BY frag_pct DESC, ts, row_idx) AS peak_ts_raw,
            AVG(frag_pct) AS mean_frag_pct,
            last_value(used ORDER BY ts, row_idx) AS used_last,
            last_value(total ORDER BY ts, row_idx) AS total_last,
            array_slice(
-               array_agg(named_struct('ts', ts, 'usage_pct', usage_pct, 'used', used, 'total', total)
+               array_agg(named_struct('ts', ts, 'ts_raw', ts_raw, 'usage_pct', usage_pct, 'used', used, 'total', total)
                          ORDER BY usage_pct, ts, row_idx),
                1, 5) AS lowest_usage
     FROM samples
@@ -73,7 +77,7 @@ expansion_counts AS (
 SELECT r.source, r.pid, r.device, r.pool, r.rows,
        COALESCE(s.samples, 0) AS samples,
        COALESCE(x.expansions, 0) AS expansions,
-       s.current_frag_pct, s.current_ts, s.peak_frag_pct, s.peak_ts, s.mean_frag_pct,
+       s.current_frag_pct, s.current_ts, s.current_ts_raw, s.peak_frag_pct, s.peak_ts, s.peak_ts_raw, s.mean_frag_pct,
        CASE WHEN s.current_frag_pct IS NULL THEN NULL
             WHEN s.current_frag_pct < 0 THEN 'invalid'
             WHEN s.current_frag_pct < 5 THEN 'normal'

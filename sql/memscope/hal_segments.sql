@@ -14,6 +14,7 @@
 -- @column pid                  process id
 -- @column device               Device Id as written
 -- @column ts                   MALLOC time, ns
+-- @column ts_raw               the same time as written in the file (µs for G1 sources)
 -- @column ptr                  segment address
 -- @column size                 segment bytes
 -- @column owner                owner of the MALLOC (CANN@HCCL, CANN@APP, ...); NULL when not recorded
@@ -27,7 +28,7 @@
 -- @column expandable_segments  verdict for the process: it made a non-promoted alloc_type:create HAL MALLOC
 WITH
 hal_mallocs AS (
-    SELECT source, row_idx, pid, device, ts, ptr, size, owner, alloc_type, page_type,
+    SELECT source, row_idx, pid, device, ts, ts_raw, ptr, size, owner, alloc_type, page_type,
            shadow AS stock, stack_py
     FROM events
     WHERE event = 'MALLOC' AND event_type = 'HAL'
@@ -45,7 +46,7 @@ hal_blocks AS (
     FROM blocks
     WHERE pool = 'HAL' AND alloc_row IS NOT NULL
 )
-SELECT m.source, m.pid, m.device, m.ts, m.ptr, m.size, m.owner, m.alloc_type, m.page_type, m.stock,
+SELECT m.source, m.pid, m.device, m.ts, m.ts_raw, m.ptr, m.size, m.owner, m.alloc_type, m.page_type, m.stock,
        b.free_ts, COALESCE(b.free_kind, 'none') AS free_kind,
        b.free_ts - m.ts AS lifetime_ns,
        NULLIF(stack_frame(m.stack_py, 1), 'NA') AS stack_top,

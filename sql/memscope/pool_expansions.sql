@@ -16,6 +16,7 @@
 -- @column pool              pool (Event Type) whose reservation grew: PTA, ATB, MINDSPORE, PTA_WORKSPACE
 -- @column n                 1-based number of the expansion within its series
 -- @column ts                time of the row that shows the larger total, ns
+-- @column ts_raw            the same time as written in the file (µs for G1 sources)
 -- @column event             MALLOC or FREE: the row that shows the larger total
 -- @column total_before      bytes reserved by the pool before (total of the previous row)
 -- @column total_after       bytes reserved by the pool after (total of this row)
@@ -28,14 +29,14 @@
 WITH
 -- rows of framework pools that carry a reservation counter
 pool_rows AS (
-    SELECT source, pid, device, event_type AS pool, ts, row_idx, event, used, total,
+    SELECT source, pid, device, event_type AS pool, ts, ts_raw, row_idx, event, used, total,
            FALSE AS is_hal, 0 AS hal_size
     FROM events
     WHERE event IN ('MALLOC', 'FREE') AND event_type <> 'HAL' AND total IS NOT NULL
 ),
 -- HAL MALLOCs (not promoted stock) of the same file/process/device
 hal_rows AS (
-    SELECT source, pid, device, CAST(NULL AS VARCHAR) AS pool, ts, row_idx, event,
+    SELECT source, pid, device, CAST(NULL AS VARCHAR) AS pool, ts, ts_raw, row_idx, event,
            CAST(NULL AS BIGINT) AS used, CAST(NULL AS BIGINT) AS total,
            TRUE AS is_hal, COALESCE(size, 0) AS hal_size
     FROM events
@@ -52,7 +53,7 @@ stream AS (
 ),
 -- each pool row with the previous row of the same pool series
 with_prev AS (
-    SELECT source, pid, device, pool, ts, row_idx, event, used, total, hal_n_cum, hal_bytes_cum,
+    SELECT source, pid, device, pool, ts, ts_raw, row_idx, event, used, total, hal_n_cum, hal_bytes_cum,
            LAG(total) OVER p AS prev_total,
            LAG(used) OVER p AS prev_used,
            LAG(hal_n_cum) OVER p AS prev_hal_n_cum,
@@ -63,7 +64,7 @@ with_prev AS (
 )
 SELECT source, pid, device, pool,
        ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) AS n,
-       ts, event,
+       ts, ts_raw, event,
        prev_total AS total_before,
        total AS total_after,
        total - prev_total AS delta,

@@ -26,6 +26,8 @@
 -- @column bucket                0-based bucket number
 -- @column t0                    bucket start, ns: first + floor(span × bucket / buckets)
 -- @column t1                    bucket end, ns: first + floor(span × (bucket+1) / buckets); the last bucket ends at the last point
+-- @column t0_raw                t0 in the file's unit (µs for G1 sources: floor(t0 / 1000), the reference's bound)
+-- @column t1_raw                t1 in the file's unit
 -- @column points                count: counter values (rows) in the bucket
 -- @column used_last             bytes live at the last point of the bucket; NULL when the bucket is empty
 -- @column used_min_bytes        bytes: lowest live value in the bucket; NULL when empty
@@ -50,20 +52,22 @@ points AS (
            GREATEST(ts_max - ts_min, 1) AS span,
            ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
     FROM (
-        SELECT source, pid, device, pool, ts, row_idx, used, total,
-               MIN(CASE WHEN used >= 0 THEN ts END) OVER s AS ts_min,
-               MAX(CASE WHEN used >= 0 THEN ts END) OVER s AS ts_max
-        FROM usage_series
-        WHERE ts IS NOT NULL
-          AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
-        WINDOW s AS (PARTITION BY source, pid, device, pool)
+        SELECT u.source, u.pid, u.device, u.pool, u.ts, u.row_idx, u.used, u.total,
+               CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns,
+               MIN(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_min,
+               MAX(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_max
+        FROM usage_series u
+        LEFT JOIN sources f ON f.source = u.source
+        WHERE u.ts IS NOT NULL
+          AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
+        WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
     ) p
     WHERE ts_min IS NOT NULL
 ),
 -- each point in its bucket; the first point of a series also yields one empty placeholder
 -- row per bucket, so that every bucket of every series exists (empty ones included)
 bucketed AS (
-    SELECT source, pid, device, pool, ts_min, ts_max, span, ts, row_idx,
+    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns, ts, row_idx,
            CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
            CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
            slot >= 0 AS placeholder,
@@ -77,7 +81,7 @@ bucketed AS (
 ),
 per_bucket AS (
     SELECT source, pid, device, pool, bucket,
-           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, MAX(span) AS span,
+           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, MAX(span) AS span, MAX(unit_ns) AS unit_ns,
            COUNT(*) FILTER (WHERE NOT placeholder) AS points,
            last_value(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_last,
            MIN(used) FILTER (WHERE used >= 0) AS used_min_bytes,
@@ -123,10 +127,7 @@ verdicts AS (
                OVER (PARTITION BY source, pid, device, pool) AS above_base
     FROM series
 )
-SELECT source, pid, device, pool, bucket,
-       ts_min + span * bucket / $buckets AS t0,
-       CASE WHEN bucket = $buckets - 1 THEN ts_max
-            ELSE ts_min + span * (bucket + 1) / $buckets END AS t1,
+SELECT source, pid, device, pool, bucket, t0, t1, t0 / unit_ns AS t0_raw, t1 / unit_ns AS t1_raw,
        points, used_last, used_min_bytes, used_max_bytes, total_last,
        base_used,
        GREATEST(compared, 0) AS compared_buckets,
@@ -141,5 +142,11 @@ SELECT source, pid, device, pool, bucket,
        total_first_bytes, total_final_bytes,
        n_totals >= 2 AND NOT b_decreases AS total_non_decreasing,
        n_totals >= 2 AND NOT b_decreases AND total_final_bytes > total_first_bytes AS reservation_growth
-FROM verdicts
+FROM (
+    SELECT *,
+           ts_min + span * bucket / $buckets AS t0,
+           CASE WHEN bucket = $buckets - 1 THEN ts_max
+                ELSE ts_min + span * (bucket + 1) / $buckets END AS t1
+    FROM verdicts
+) v
 ORDER BY source, pid, device, pool, bucket

@@ -39,6 +39,7 @@
 -- @column net_bytes            bytes: end_bytes - start_bytes
 -- @column used_peak            bytes: highest counter value (`used`) of a row in the window; NULL when no row of the series has one there
 -- @column used_peak_ts         time of the first row reaching used_peak, ns
+-- @column used_peak_ts_raw     the same time in the file's unit (µs for G1 sources)
 -- @column top_alloc_groups     the 10 owner groups that allocated most in the window: list of {group, bytes, blocks}, most bytes first
 -- @column top_end_groups       the 10 owner groups holding most at t1: list of {group, bytes, blocks}
 -- @column top_start_groups     the 10 owner groups holding most at t0: list of {group, bytes, blocks}
@@ -96,8 +97,13 @@ top_groups AS (
 peaks AS (
     SELECT source, pid, device, pool,
            MAX(used) AS used_peak,
-           first_value(ts ORDER BY used DESC, ts, row_idx) AS used_peak_ts
-    FROM usage_series
+           first_value(ts ORDER BY used DESC, ts, row_idx) AS used_peak_ts,
+           MAX(unit_ns) AS unit_ns
+    FROM (
+        SELECT u.*, CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
+        FROM usage_series u
+        LEFT JOIN sources f ON f.source = u.source
+    ) u
     WHERE ts >= $t0 AND ts <= $t1 AND used IS NOT NULL
       AND ($pool IS NULL OR pool = $pool)
     GROUP BY source, pid, device, pool
@@ -110,7 +116,7 @@ SELECT t.source, t.pid, t.device, t.pool,
        t.end_blocks, t.end_bytes,
        t.end_blocks - t.start_blocks AS net_blocks,
        t.end_bytes - t.start_bytes AS net_bytes,
-       p.used_peak, p.used_peak_ts,
+       p.used_peak, p.used_peak_ts, p.used_peak_ts / p.unit_ns AS used_peak_ts_raw,
        ga.top AS top_alloc_groups, ge.top AS top_end_groups, gs.top AS top_start_groups
 FROM totals t
 LEFT JOIN peaks p
