@@ -549,7 +549,8 @@ async fn allocations_before_the_window_count_from_the_start() {
     assert_eq!(got, vec![6 * MIB - 100, 3 * MIB - 100, 7 * MIB - 100, 7 * MIB - 100, 8 * MIB - 100, 8 * MIB - 100, 7 * MIB - 100]);
 
     let rows = query(&d.engine, &format!("SELECT * FROM snap_allocations WHERE snapshot = '{snap}' ORDER BY alloc_seq NULLS FIRST, addr")).await;
-    let got: Vec<(String, String, Option<i64>, Option<i64>, i64)> = rows
+    type Allocation = (String, String, Option<i64>, Option<i64>, i64);
+    let got: Vec<Allocation> = rows
         .iter()
         .map(|r| (s(r, "origin").into(), s(r, "end_kind").into(), r["alloc_seq"].as_i64(), r["free_seq"].as_i64(), i(r, "size")))
         .collect();
