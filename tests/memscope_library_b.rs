@@ -563,6 +563,53 @@ fn query_groups(v: &Value) -> Vec<(String, i64)> {
     }
 }
 
+// ---- OOM and steps on the real samples ------------------------------------------------------------
+
+#[tokio::test]
+async fn oom_and_steps_on_real_samples() {
+    let golden = golden();
+    for sample in SAMPLES {
+        let g = &golden[*sample];
+        let ds = open(&real_sample(sample)).await;
+        // no sample has OOM_DETAIL or SNAPSHOT rows: the reference prints "no OOM_DETAIL records"
+        let n = query(&ds.engine, "SELECT count(*) AS n FROM oom_events").await;
+        assert_eq!(int(&n[0]["n"]), int(&g["oom"]["records"]), "{sample}");
+        let f = query(&ds.engine, "SELECT count(*) AS n FROM oom_findings").await;
+        assert_eq!(int(&f[0]["n"]).unwrap(), 6 * int(&g["oom"]["triggers"]).unwrap(), "{sample}: six rules per trigger");
+        // G1 samples open one MSTX "step start" range per process and never close it; G2 has none
+        let steps = query(&ds.engine, "SELECT * FROM steps ORDER BY pid").await;
+        let ranges = query(
+            &ds.engine,
+            "SELECT count(*) AS n FROM events WHERE event = 'MSTX' AND event_type = 'Range_start' AND trim(name) = 'step start'",
+        )
+        .await;
+        assert_eq!(steps.len() as i64, int(&ranges[0]["n"]).unwrap(), "{sample}");
+        for st in &steps {
+            assert_eq!(s(&st["origin"]), "MSTX_RANGE");
+            assert_eq!(int(&st["step"]), Some(1));
+            assert!(st["end_ts"].is_null() && st["complete"] == false, "{sample}: open step");
+        }
+        // an open step runs to the end of the data: its PTA peak is the series' peak after the start
+        let peaks = query(&ds.engine, "SELECT * FROM step_peaks WHERE pool = 'PTA'").await;
+        assert_eq!(peaks.len(), steps.len(), "{sample}");
+        for p in &peaks {
+            assert!(p["end_used"].is_null() && p["growth"].is_null());
+            let want = query(
+                &ds.engine,
+                &format!(
+                    "SELECT max(used) AS m FROM usage_series WHERE pool = 'PTA' AND pid = {} AND device = '{}' AND ts >= {}",
+                    p["pid"],
+                    s(&p["device"]),
+                    p["start_ts"]
+                ),
+            )
+            .await;
+            let start = int(&p["start_used"]).unwrap_or(0);
+            assert_eq!(int(&p["peak_used"]).unwrap(), int(&want[0]["m"]).unwrap().max(start), "{sample}");
+        }
+    }
+}
+
 // ---- G3 fixture: OOM, snapshots, steps, expansions, HAL segments -------------------------------------
 
 /// The G3 fixture and its truth, or None when another engineer has not written it yet.
