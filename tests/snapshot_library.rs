@@ -649,6 +649,7 @@ async fn oom_verdicts_compare_real_stacks() {
     assert_eq!(s(r, "reference_verdict"), "same_stack_repeated", "every C++ stack starts with the same 60 characters");
     let last: Vec<i64> = r["last_allocs"].as_array().unwrap().iter().map(|a| a["seq"].as_i64().unwrap()).collect();
     assert_eq!(last, vec![5, 4, 3, 2, 1], "newest first");
+    assert!(null(r, "next_allocs"), "nothing after the OOM");
     // device 1: the last 5 allocations include 3 from one stack (1 MiB each), the 5 largest are
     // distinct Python stacks
     let r = &rows[1];
@@ -736,6 +737,9 @@ async fn oom_probe_on_a_real_file() {
     assert_eq!(last, vec![(796, 1, 47), (795, 20, 46), (792, 80, 58), (783, 4, 56), (782, 144, 56)]);
     assert_eq!((i(&r, "distinct_stacks"), i(&r, "repeated_stack_id"), i(&r, "repeated_count")), (4, 56, 2));
     assert_eq!(s(&r, "verdict"), "single_oversized_request");
+    // what came next (the file's entries from 800 on, one further now)
+    let next: Vec<(i64, i64)> = r["next_allocs"].as_array().unwrap().iter().map(|a| (a["seq"].as_i64().unwrap(), a["size"].as_i64().unwrap())).collect();
+    assert_eq!(next, vec![(802, 80), (807, 20), (808, 1), (813, 400), (816, 100)]);
     // the inserted entry changes no figure but the OOM count and health
     let p = one(&d.engine, "SELECT active_peak, reserved_peak FROM snap_peak").await;
     assert_eq!((i(&p, "active_peak"), i(&p, "reserved_peak")), (108_258_676, 134_217_728));

@@ -1,7 +1,9 @@
 -- snap_oom: every OOM entry with the memory state at that moment, the allocations just before it and a verdict that compares their stacks.
 --
 -- One row per `oom` trace entry. The context is the 50 entries of the same device before it (the
--- reference's methodology); its `alloc` entries are the candidates. Verdict, first rule that holds:
+-- reference's methodology); its `alloc` entries are the candidates. The first allocations after
+-- the OOM (within 50 entries) are listed too: they show what the program did next (a retry, a
+-- smaller request). Verdict, first rule that holds:
 --   insufficient_data         fewer than 3 allocations in the context;
 --   same_stack_repeated       one allocation stack (identical frames: the same stack_id) made at least
 --                             3 of the last 5 allocations before the OOM — repeated_stack_id says which;
@@ -27,11 +29,12 @@
 -- @column context_alloc_bytes bytes requested by those allocations
 -- @column last_allocs         the last 5 allocations before the OOM, newest first: list of {seq, size (bytes), stack_id, user_frame}
 -- @column last_allocs_bytes   bytes: Σ size of last_allocs
+-- @column next_allocs         the first 5 allocations within 50 entries after the OOM, oldest first: list of {seq, size (bytes), stack_id, user_frame}; NULL when there is none
 -- @column distinct_stacks     count: distinct stacks among last_allocs (a missing stack counts as one)
 -- @column repeated_stack_id   the stack with the most of last_allocs (ties: the newest); NULL when no stack repeats
 -- @column repeated_count      count: allocations of last_allocs made by repeated_stack_id (0 when none repeats)
 -- @column verdict             insufficient_data, same_stack_repeated, run_of_large_allocations or single_oversized_request
--- @column largest_allocs      the reference's list: the 5 largest allocations of the 51 entries up to the OOM, ascending as it prints them: list of {seq, size (bytes), stack_id, user_frame}
+-- @column largest_allocs      the reference's list: the 5 largest allocations of the context (its 51 entries up to the OOM), ascending as it prints them: list of {seq, size (bytes), stack_id, user_frame}
 -- @column reference_verdict   the reference's verdict (insufficient_data, same_stack_repeated, run_of_large_allocations, single_oversized_request) computed its way
 WITH
 ooms AS (
@@ -55,24 +58,40 @@ reference_keys AS (
     FROM frame_json
     GROUP BY snapshot, stack_id
 ),
--- alloc entries from 50 before each OOM up to it
-context AS (
+-- alloc entries from 50 before each OOM to 50 after it
+around AS (
     SELECT o.snapshot, o.device, o.seq AS oom_seq, t.seq, t.size, t.stack_id,
            COALESCE(k.stack_key, '(none)') AS reference_key,
-           s.user_frame,
-           ROW_NUMBER() OVER (PARTITION BY o.snapshot, o.device, o.seq ORDER BY t.seq DESC) AS newest,
-           ROW_NUMBER() OVER (PARTITION BY o.snapshot, o.device, o.seq ORDER BY t.size DESC, t.seq) AS largest
+           s.user_frame
     FROM ooms o
     JOIN snap_traces t
       ON t.snapshot = o.snapshot AND t.device = o.device AND t.action = 'alloc'
-     AND t.seq >= o.seq - 50 AND t.seq <= o.seq
+     AND t.seq >= o.seq - 50 AND t.seq <= o.seq + 50
     LEFT JOIN snap_stacks s ON s.snapshot = t.snapshot AND s.stack_id = t.stack_id
     LEFT JOIN reference_keys k ON k.snapshot = t.snapshot AND k.stack_id = t.stack_id
 ),
+context AS (
+    SELECT *,
+           ROW_NUMBER() OVER (PARTITION BY snapshot, device, oom_seq ORDER BY seq DESC) AS newest,
+           ROW_NUMBER() OVER (PARTITION BY snapshot, device, oom_seq ORDER BY size DESC, seq) AS largest
+    FROM around
+    WHERE seq < oom_seq
+),
+following AS (
+    SELECT snapshot, device, oom_seq,
+           array_agg(named_struct('seq', seq, 'size', size, 'stack_id', stack_id, 'user_frame', user_frame) ORDER BY seq) AS next_allocs
+    FROM (
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY snapshot, device, oom_seq ORDER BY seq) AS n
+        FROM around
+        WHERE seq > oom_seq
+    ) a
+    WHERE n <= 5
+    GROUP BY snapshot, device, oom_seq
+),
 context_sums AS (
     SELECT snapshot, device, oom_seq,
-           SUM(CASE WHEN seq < oom_seq THEN 1 ELSE 0 END) AS context_allocs,
-           SUM(CASE WHEN seq < oom_seq THEN size ELSE 0 END) AS context_alloc_bytes,
+           COUNT(*) AS context_allocs,
+           SUM(size) AS context_alloc_bytes,
            array_agg(named_struct('seq', seq, 'size', size, 'stack_id', stack_id, 'user_frame', user_frame) ORDER BY seq DESC)
              FILTER (WHERE newest <= 5) AS last_allocs,
            SUM(CASE WHEN newest <= 5 THEN size ELSE 0 END) AS last_allocs_bytes,
@@ -114,6 +133,7 @@ SELECT o.snapshot, o.device, o.seq, o.time_us, o.requested_bytes, o.device_free,
        COALESCE(c.context_alloc_bytes, 0) AS context_alloc_bytes,
        c.last_allocs,
        COALESCE(c.last_allocs_bytes, 0) AS last_allocs_bytes,
+       n.next_allocs,
        COALESCE(c.distinct_stacks, 0) AS distinct_stacks,
        r.repeated_stack_id,
        COALESCE(r.repeated_count, 0) AS repeated_count,
@@ -129,5 +149,6 @@ SELECT o.snapshot, o.device, o.seq, o.time_us, o.requested_bytes, o.device_free,
 FROM ooms o
 LEFT JOIN snap_stacks s ON s.snapshot = o.snapshot AND s.stack_id = o.stack_id
 LEFT JOIN context_sums c ON c.snapshot = o.snapshot AND c.device = o.device AND c.oom_seq = o.seq
+LEFT JOIN following n ON n.snapshot = o.snapshot AND n.device = o.device AND n.oom_seq = o.seq
 LEFT JOIN repeats r ON r.snapshot = o.snapshot AND r.device = o.device AND r.oom_seq = o.seq
 LEFT JOIN reference_repeats rr ON rr.snapshot = o.snapshot AND rr.device = o.device AND rr.oom_seq = o.seq
