@@ -10,6 +10,7 @@
 -- used = 0 are counted (an empty pool is 100 % idle), and the level is computed, not only
 -- printed as a legend (docs/reference-differences.md).
 --
+-- Rows come in no particular order.
 -- @column source             input file
 -- @column pid                process id
 -- @column device             Device Id as written

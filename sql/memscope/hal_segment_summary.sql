@@ -8,6 +8,7 @@
 -- given (the reference prints it only when some segment passes --min-size), and promoted
 -- blocks do not trigger the verdict (docs/reference-differences.md).
 --
+-- Rows come in no particular order.
 -- @column source                  input file
 -- @column pid                     process id
 -- @column device                  Device Id as written
@@ -52,4 +53,3 @@ per_device AS (
 SELECT *,
        bool_or(create_segments > 0) OVER (PARTITION BY source, pid) AS expandable_segments
 FROM per_device
-ORDER BY source, pid, device

@@ -1,4 +1,4 @@
--- hal_segments: large driver (HAL) segments, biggest first, with how long they lived and whether expandable segments are in use.
+-- hal_segments: large driver (HAL) segments — size, owner, driver call, page type, lifetime — and whether the process uses expandable segments.
 --
 -- Every HAL MALLOC of at least `min_bytes` (all processes and devices, one row per segment).
 -- `free_ts`/`free_kind` come from the block pairing (table `blocks`). `expandable_segments`
@@ -9,6 +9,7 @@
 -- hal_segment_summary. Reference sizes: an HCCL communicator buffer ≈ 401 MB (200 MB in +
 -- 200 MB out + 1 MB), MC2 +16 MB, AIV +40 MB, PTA large-pool segment 20 MB.
 --
+-- Rows come in no particular order: ORDER BY size DESC, ts for the reference's listing order.
 -- @param min_bytes BIGINT = 104857600 smallest segment listed, bytes (default 100 MiB)
 -- @column source               input file
 -- @column pid                  process id
@@ -55,4 +56,3 @@ FROM hal_mallocs m
 LEFT JOIN hal_blocks b ON b.source = m.source AND b.alloc_row = m.row_idx
 LEFT JOIN process_verdict v ON v.source = m.source AND (v.pid IS NOT DISTINCT FROM m.pid)
 WHERE m.size >= $min_bytes
-ORDER BY m.size DESC, m.source, m.ts, m.row_idx

@@ -14,6 +14,7 @@
 -- Differences from the reference `--oom`: both snapshot spellings, snapshot per trigger by event
 -- order instead of file order, RECENT listed newest first as written (docs/reference-differences.md).
 --
+-- Rows come in no particular order: ORDER BY oom_ts, kind, rank.
 -- @column source           input file of the trigger (of the first copy for a RECENT/TOP row without trigger)
 -- @column pid              process id
 -- @column device           Device Id of the trigger (the device that ran out of memory)
@@ -121,4 +122,3 @@ LEFT JOIN trigger_snapshot ts ON (ts.pid IS NOT DISTINCT FROM t.pid) AND ts.devi
 LEFT JOIN snapshots s ON (s.pid IS NOT DISTINCT FROM ts.pid) AND s.device = ts.device AND s.id = ts.snap_id
 LEFT JOIN block_owners b
        ON b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
-ORDER BY r.pid, r.trigger_id, CASE r.kind WHEN 'trigger' THEN 0 WHEN 'recent' THEN 1 ELSE 2 END, r.id

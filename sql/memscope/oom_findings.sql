@@ -28,6 +28,7 @@
 -- key spellings) instead of the file's last snapshot, whole-stack comparison, rules 2, 3 and 6
 -- added (docs/reference-differences.md).
 --
+-- Rows come in no particular order: ORDER BY oom_ts, priority for the attribution order.
 -- @column source        input file of the trigger
 -- @column pid           process id
 -- @column device        Device Id of the trigger
@@ -209,4 +210,3 @@ SELECT source, pid, device, trigger_id, oom_ts, priority,
        END AS evidence,
        req_size, free_mem, snapshot_ts
 FROM described
-ORDER BY pid, oom_ts, trigger_id, priority

@@ -10,6 +10,7 @@
 -- processes/devices, HAL segments of other devices/processes are not counted, no 4096/500 caps
 -- (docs/reference-differences.md).
 --
+-- Rows come in no particular order: ORDER BY source, pid, device, pool, ts.
 -- @column source            input file
 -- @column pid               process id
 -- @column device            Device Id as written

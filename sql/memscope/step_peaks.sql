@@ -8,6 +8,7 @@
 -- Algorithm A of the leak guide reads end_used step after step (ignore the first step):
 -- a level that never returns to the previous step's end is growth.
 --
+-- Rows come in no particular order: ORDER BY source, pid, device, pool, start_ts.
 -- @column source             input file
 -- @column pid                process id
 -- @column device             Device Id as written
@@ -110,4 +111,3 @@ SELECT source, pid, device, step, origin, start_ts, end_ts, pool, points,
                                       ORDER BY CASE WHEN end_used IS NULL THEN 1 ELSE 0 END, k) AS growth_vs_prev
 FROM per_step
 WHERE peak_used IS NOT NULL
-ORDER BY source, pid, device, pool, start_ts

@@ -11,6 +11,7 @@
 --    next such mark; the last one is open.
 -- Steps that ran while collection was stopped leave no rows, so their numbers are missing.
 --
+-- Rows come in no particular order: ORDER BY source, pid, device, start_ts.
 -- @column source       input file
 -- @column pid          process id
 -- @column device       Device Id as written
@@ -76,4 +77,3 @@ SELECT source, pid, device,
        COALESCE(range_end_ts, next_start_ts) IS NOT NULL AS complete,
        start_row
 FROM starts
-ORDER BY source, pid, device, start_ts

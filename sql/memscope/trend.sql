@@ -17,6 +17,7 @@
 -- (so `strong` can fire), HAL is computed from pairing instead of failing, series never mix
 -- processes/devices, and B needs an actual rise (docs/reference-differences.md).
 --
+-- Rows come in no particular order: ORDER BY source, pid, device, pool, bucket.
 -- @param buckets BIGINT number of time buckets per series (the reference default is 20)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
 -- @column source                input file
@@ -149,4 +150,3 @@ FROM (
                 ELSE ts_min + span * (bucket + 1) / $buckets END AS t1
     FROM verdicts
 ) v
-ORDER BY source, pid, device, pool, bucket

@@ -14,6 +14,7 @@
 -- so a block of another pool at the same address no longer makes one vanish; address reuse
 -- without FREE is counted as `replaced` instead of silently dropped (docs/reference-differences.md).
 --
+-- Rows come in no particular order.
 -- @param t0 BIGINT window start, ns (inclusive)
 -- @param t1 BIGINT window end, ns (inclusive)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, one row per series
@@ -129,4 +130,3 @@ LEFT JOIN top_groups gs
        ON gs.source = t.source AND (gs.pid IS NOT DISTINCT FROM t.pid) AND gs.device = t.device AND gs.pool = t.pool AND gs.what = 'start'
 WHERE t.start_blocks > 0 OR t.end_blocks > 0 OR t.alloc_count > 0 OR t.promoted_count > 0
    OR t.free_count > 0 OR t.shadow_free_count > 0 OR t.replaced_count > 0
-ORDER BY t.source, t.pid, t.device, t.pool
