@@ -19,7 +19,7 @@
 -- @column active_peak         bytes: highest requested bytes of live allocations
 -- @column active_peak_seq     seq of the first entry reaching active_peak; -1 = before the first entry; NULL without entries
 -- @column active_peak_time_us time of that entry, µs; NULL when unknown
--- @column active_end          bytes: requested bytes of live allocations after the last entry (= the final live blocks)
+-- @column active_end          bytes: requested bytes of live allocations after the last entry (= the final active_allocated and active_pending_free blocks)
 -- @column reserved_start      bytes: reserved (segment) bytes before the first entry
 -- @column reserved_peak       bytes: highest reserved bytes
 -- @column reserved_peak_seq   seq of the first entry reaching reserved_peak; -1 = before the first entry; NULL without entries

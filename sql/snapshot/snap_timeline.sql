@@ -7,7 +7,7 @@
 --                   addresses, and final live blocks no alloc of the window holds), then +size at
 --                   every `alloc` and -size of the allocation ended at every `free_completed`
 --                   (or merged `free`). `free_requested` changes nothing. After the last entry it
---                   equals the requested bytes of the final live blocks.
+--                   equals the requested bytes of the final active_allocated and pending-free blocks.
 --   reserved_bytes  bytes of segments, as MemoryViz's Active Cached Segment Timeline: starts at
 --                   the segments made before the window (frees of unknown segments, and final
 --                   segments no segment_alloc of the window holds), +size at `segment_alloc`,
