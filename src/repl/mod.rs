@@ -57,6 +57,8 @@ impl ReplOptions {
 /// The state of one REPL session.
 pub struct Session {
     opened: Opened,
+    /// Where queries run (replaced after a cancel, see [`Session::execute`]).
+    queries: Option<tokio::runtime::Runtime>,
     pub settings: Settings,
     pub params: Params,
     /// Where the next result goes instead of the terminal (`\o FILE`).
@@ -73,12 +75,23 @@ enum Outcome {
     Cancelled,
 }
 
-/// Plans and runs one statement in a task of its own, so that Ctrl-C (SIGINT, caught while the
-/// query runs; at the prompt rustyline reads it as a key) can abort it. A spinner with the
+/// A runtime of its own for queries. The session's runtime then stays idle while a query runs,
+/// so it sees Ctrl-C at once even when every query thread is deep in a long computation (a
+/// DataFusion operator may run for seconds between two yields).
+fn query_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("memq-query")
+        .build()
+        .map_err(|e| MemqError::Query(format!("cannot start the query runtime: {e}")))
+}
+
+/// Plans and runs one statement as a task on `queries`, so that Ctrl-C (SIGINT, caught while
+/// the query runs; at the prompt rustyline reads it as a key) can abort it. A spinner with the
 /// elapsed time appears on stderr once the query has run for a second.
-async fn run_cancellable(ctx: SessionContext, sql: String, params: Params) -> Outcome {
+async fn run_cancellable(queries: &tokio::runtime::Handle, ctx: SessionContext, sql: String, params: Params) -> Outcome {
     let start = Instant::now();
-    let mut task = tokio::spawn(async move {
+    let mut task = queries.spawn(async move {
         let df = params::plan_one(&ctx, &sql, &params).await?;
         let schema = df.schema().inner().clone();
         let batches = df.collect().await?;
@@ -121,16 +134,17 @@ async fn run_cancellable(ctx: SessionContext, sql: String, params: Params) -> Ou
 }
 
 impl Session {
-    pub async fn new(opened: Opened) -> Session {
+    pub async fn new(opened: Opened) -> Result<Session> {
         let vocab = Vocabulary::load(&opened.engine.ctx).await;
-        Session {
+        Ok(Session {
             opened,
+            queries: Some(query_runtime()?),
             settings: Settings::default(),
             params: Params::new(),
             redirect: None,
             vocab: Arc::new(RwLock::new(vocab)),
             buffer: String::new(),
-        }
+        })
     }
 
     pub fn engine(&self) -> &Engine {
@@ -157,7 +171,28 @@ impl Session {
     /// Runs one complete statement and prints (or writes) its result; errors are printed and the
     /// session goes on.
     pub async fn execute(&mut self, sql: &str) {
-        let outcome = run_cancellable(self.engine().ctx.clone(), sql.to_string(), self.params.clone()).await;
+        let handle = match &self.queries {
+            Some(rt) => rt.handle().clone(),
+            None => match query_runtime() {
+                Ok(rt) => {
+                    let h = rt.handle().clone();
+                    self.queries = Some(rt);
+                    h
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return;
+                }
+            },
+        };
+        let outcome = run_cancellable(&handle, self.engine().ctx.clone(), sql.to_string(), self.params.clone()).await;
+        if matches!(outcome, Outcome::Cancelled) {
+            // The aborted task stops at its next yield, which a long operator may delay: leave
+            // its threads to finish in the background and run the next queries on fresh ones.
+            if let Some(rt) = self.queries.take() {
+                rt.shutdown_background();
+            }
+        }
         match outcome {
             Outcome::Done(result, elapsed) => {
                 if let Err(e) = self.show(&result) {
@@ -234,6 +269,14 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(rt) = self.queries.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
 /// Runs the REPL until `\q` or Ctrl-D.
 pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     let config = Config::builder()
@@ -244,7 +287,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
         .build();
     let mut rl: Editor<MemqHelper, FileHistory> =
         Editor::with_config(config).map_err(|e| MemqError::Query(format!("REPL: {e}")))?;
-    let mut session = Session::new(opened).await;
+    let mut session = Session::new(opened).await?;
     rl.set_helper(Some(MemqHelper::new(session.vocab.clone())));
     if let Some(h) = &opts.history {
         if let Some(dir) = h.parent() {
