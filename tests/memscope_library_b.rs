@@ -363,7 +363,7 @@ async fn trend_matches_reference() {
             assert!(!hal.is_empty(), "{sample} {key}: HAL series");
             let held: i64 = hal
                 .values()
-                .map(|rs| rs.iter().filter(|r| !r["used_last"].is_null()).next_back().map(|r| int(&r["used_last"]).unwrap()).unwrap())
+                .map(|rs| rs.iter().rfind(|r| !r["used_last"].is_null()).map(|r| int(&r["used_last"]).unwrap()).unwrap())
                 .sum();
             let leak_hal = match quirk(g, "leak_candidates.pool_HAL") {
                 Some(q) => int(&q["correct"]["blocks"]).map(|_| int(&q["correct"]["bytes"]).unwrap()).unwrap(),
@@ -747,7 +747,7 @@ async fn g3_steps_and_step_peaks_match_truth() {
         .collect();
     assert_eq!(got, want, "steps");
     assert!(steps.iter().all(|r| r["origin"] == "SYSTEM_STEP"));
-    assert!(steps.iter().all(|r| r["complete"] == Value::from(!r["end_ts"].is_null())));
+    assert!(steps.iter().all(|r| r["complete"] == !r["end_ts"].is_null()));
 
     let peaks = query(&ds.engine, "SELECT * FROM step_peaks").await;
     let mut checked = 0;
@@ -808,7 +808,7 @@ async fn g3_expansions_fragmentation_and_trend_match_truth() {
         // trend: the last non-empty bucket holds the final level (HAL: paired, exit fill-ins
         // are memory still held at exit)
         let tr = query(&ds.engine, &format!("SELECT * FROM trend(20, '{}') WHERE device = '{}' ORDER BY bucket", s(name), s(dev))).await;
-        let last = tr.iter().filter(|r| !r["used_last"].is_null()).next_back().expect("trend buckets");
+        let last = tr.iter().rfind(|r| !r["used_last"].is_null()).expect("trend buckets");
         assert_eq!(int(&last["used_last"]), int(&pool["final_used"]), "{dev} {name} final level");
         let peak = tr.iter().filter_map(|r| int(&r["used_max_bytes"])).max();
         assert_eq!(peak, int(&pool["peak_used"]), "{dev} {name} peak");
@@ -843,5 +843,5 @@ async fn g3_hal_segments_match_truth() {
     let sum = query(&ds.engine, "SELECT sum(stock_segments) AS stock, bool_or(expandable_segments) AS expandable FROM hal_segment_summary").await;
     assert_eq!(int(&sum[0]["stock"]), Some(promoted_create));
     assert_eq!(sum[0]["expandable"], Value::from(real_create));
-    assert!(got.iter().all(|r| r["expandable_segments"] == Value::from(real_create)));
+    assert!(got.iter().all(|r| r["expandable_segments"] == real_create));
 }
