@@ -18,7 +18,7 @@
 -- processes/devices, and B needs an actual rise (docs/reference-differences.md).
 --
 -- Rows come in no particular order: ORDER BY source, pid, device, pool, bucket.
--- @param buckets BIGINT number of time buckets per series (the reference default is 20)
+-- @param buckets BIGINT number of time buckets per series, ≥ 1 (the reference default is 20)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
 -- @column source                input file
 -- @column pid                   process id
@@ -60,6 +60,7 @@ points AS (
         FROM usage_series u
         LEFT JOIN sources f ON f.source = u.source
         WHERE u.ts IS NOT NULL
+          AND $buckets >= 1
           AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
         WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
     ) p

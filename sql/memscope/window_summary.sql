@@ -38,7 +38,7 @@
 -- @column end_bytes            bytes live at t1
 -- @column net_blocks           count: end_blocks - start_blocks
 -- @column net_bytes            bytes: end_bytes - start_bytes
--- @column used_peak            bytes: highest counter value (`used`) of a row in the window; NULL when no row of the series has one there
+-- @column used_peak            bytes: highest counter value (`used`) of a row in the window (HAL: paired live bytes; HOST_PINNED: process VmRSS); NULL when no row of the series has one there
 -- @column used_peak_ts         time of the first row reaching used_peak, ns
 -- @column used_peak_ts_raw     the same time in the file's unit (µs for G1 sources)
 -- @column top_alloc_groups     the 10 owner groups that allocated most in the window: list of {group, bytes, blocks}, most bytes first
