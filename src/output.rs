@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use datafusion::arrow::array::{ArrayRef, AsArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -96,10 +96,10 @@ pub fn render(schema: &SchemaRef, batches: &[RecordBatch], format: Format, bytes
             let delim = if format == Format::Csv { b',' } else { b'\t' };
             let mut w = datafusion::arrow::csv::WriterBuilder::new().with_delimiter(delim).with_header(true).build(&mut buf);
             if batches.is_empty() {
-                w.write(&RecordBatch::new_empty(schema.clone()))?;
+                w.write(&flatten_nested(&RecordBatch::new_empty(schema.clone()))?)?;
             }
             for b in batches {
-                w.write(b)?;
+                w.write(&flatten_nested(b)?)?;
             }
         }
         Format::Json => {
@@ -121,6 +121,33 @@ pub fn render(schema: &SchemaRef, batches: &[RecordBatch], format: Format, bytes
         Format::Markdown => return markdown(schema, batches),
     }
     Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// CSV cannot hold lists or structs: such columns are written as their display text
+/// (`[a, b]`, `{k: v}`).
+fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch> {
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
+        return Ok(batch.clone());
+    }
+    let opts = options();
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        if f.data_type().is_nested() {
+            let fmt = ArrayFormatter::try_new(c.as_ref(), &opts)?;
+            let text: datafusion::arrow::array::StringArray =
+                (0..c.len()).map(|i| (!c.is_null(i)).then(|| fmt.value(i).to_string())).collect();
+            fields.push(Field::new(f.name(), DataType::Utf8, true));
+            columns.push(Arc::new(text));
+        } else {
+            fields.push(f.as_ref().clone());
+            columns.push(c.clone());
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
 }
 
 fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {

@@ -39,6 +39,9 @@ fn ingest_then_sql_in_every_format() {
     assert!(md.starts_with("| event | n |\n|---|---|\n| OP_LAUNCH | 80 |"), "{md}");
     let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", "SELECT sum(size) AS bytes FROM blocks WHERE free_kind = 'none'"]));
     assert!(table.contains("6.69 MiB") && table.contains("1 row"), "{table}");
+    // Lists cannot be CSV cells: they are written as text.
+    let (list, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", "SELECT owner_parts('PTA@a@b') AS p", "--format", "csv"]));
+    assert_eq!(list, "p\n\"[a, b]\"\n");
     // Several statements: each result printed.
     let (two, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", "SELECT 1 AS a; SELECT 2 AS b", "--format", "csv"]));
     assert_eq!(two, "a\n1\nb\n2\n");
