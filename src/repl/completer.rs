@@ -211,4 +211,16 @@ mod tests {
         let (_, event) = names("SELECT event");
         assert!(event.contains(&"events".to_string()) && event.contains(&"event_type".to_string()));
     }
+
+    #[test]
+    fn completes_file_paths_after_i_and_o() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(dir.path().join("queries_one.sql"), "").unwrap();
+        for cmd in ["\\i", "\\o"] {
+            let line = format!("{cmd} {}/queries_o", dir.path().display());
+            let (_, c) = names(&line);
+            assert_eq!(c.len(), 1, "{line}");
+            assert!(c[0].ends_with("queries_one.sql"), "{:?}", c[0]);
+        }
+    }
 }

@@ -240,7 +240,7 @@ impl Session {
         }
         let analysis = library::analyses().into_iter().find(|a| a.name == name);
         if let Some(a) = analysis.as_ref().filter(|a| a.is_table_function()) {
-            let _ = writeln!(out, "Table function {}: {}\n", a.call_form(), a.doc);
+            let _ = writeln!(out, "Table function {}\n\n{}\n", a.call_form(), a.doc);
             let mut rows = vec![vec!["parameter".to_string(), "type".into(), "default".into(), "doc".into()]];
             for p in &a.params {
                 rows.push(vec![p.name.clone(), p.sql_type.clone(), p.default.clone().unwrap_or_default(), p.doc.clone()]);
@@ -260,7 +260,7 @@ impl Session {
             .map_err(|_| MemqError::Usage(format!("no table, view or table function named {name}; \\d lists them")))?;
         match &analysis {
             Some(a) => {
-                let _ = writeln!(out, "View {name}: {}\n", a.doc);
+                let _ = writeln!(out, "View {name}\n\n{}\n", a.doc);
             }
             None => {
                 let _ = writeln!(out, "View {name}\n");
