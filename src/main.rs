@@ -88,7 +88,7 @@ enum Command {
         /// text a VARCHAR). Bound as a literal value, never as SQL text.
         #[arg(long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
-        /// Write each result to its own file in DIR (`<file>.parquet`, `<file>_2.parquet`, ...).
+        /// Write each result to its own file in DIR: `<file stem>.parquet`, or `<file stem>_1.parquet`, `_2`, ... for a file with several results.
         #[arg(short, long, value_name = "DIR")]
         output: Option<PathBuf>,
         /// On stdout: table (default), csv, tsv, json, ndjson, markdown; with -o: parquet (default),
