@@ -26,7 +26,7 @@ echo "== reference ($ref)"
 cp "$dump" "$work/dump.csv"
 measure "ref --sort --overwrite" python3 "$ref" "$work/dump.csv" --sort --overwrite
 peak_ts=$(python3 "$ref" "$work/dump.csv" --peak --pool PTA | grep -o 'at-timestamp [0-9]*' | head -1 | cut -d' ' -f2 || true)
-first=$(sed -n 2p "$work/dump.csv" | cut -d, -f5); last=$(tail -1 "$work/dump.csv" | cut -d, -f5)
+read -r first last < <(python3 "$ref" "$work/dump.csv" --stats | head -1 | grep -oE '[0-9]{12,} ~ [0-9]{12,}' | tr -d '~')
 mid=$(( first + (last - first) / 2 ))
 measure "ref --stats" python3 "$ref" "$work/dump.csv" --stats
 measure "ref --peak" python3 "$ref" "$work/dump.csv" --peak --pool PTA
