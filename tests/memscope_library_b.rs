@@ -610,6 +610,64 @@ async fn oom_and_steps_on_real_samples() {
     }
 }
 
+// ---- OOM rules on a constructed dump -------------------------------------------------------------
+
+/// A small HEAD-format dump: snapshots before, at and after an OOM, and RECENT records whose
+/// innermost Python frames repeat while their whole stacks differ.
+const OOM_DUMP: &str = "\
+ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)
+2,SNAPSHOT,SNAPSHOT,Memory Snapshot,1765000000000001000,7,7,0,N/A,\"{reserved:0,max_reserved:0,allocated:0,max_allocated:0,total:68719476736,free:8589934592,device_rate:87.500000,reserved_rate:0.000000}\",,
+3,SNAPSHOT,SNAPSHOT,OOM_Snapshot,1765000000000003000,7,7,0,N/A,\"{reserved:0,max_reserved:0,allocated:0,max_allocated:0,total:68719476736,free:2147483648,device_rate:96.875000,reserved_rate:0.000000}\",,
+4,OOM_DETAIL,OOM_TRIGGER,OOM_Trigger,1765000000000002000,7,7,0,N/A,\"{func:halMemAlloc,req_size:1932735283,flag:0}\",\"model.py(10): forward
+train.py(1): main
+\",
+5,SNAPSHOT,SNAPSHOT,Memory Snapshot,1765000000000009000,7,7,0,N/A,\"{total_mem:68719476736,free_mem:60000000000,reserved:0,peak_reserved:0,allocated:0,peak_allocated:0,device_utilization:12.689000,pt_utilization:0.000000}\",,
+6,OOM_DETAIL,OOM_RECENT_ALLOC,OOM_RecentAlloc,1765000000000004000,7,7,N/A,N/A,\"{pool:PTA,ptr:0x0000000000100000,size:1048576,timestamp:1765000000000000900}\",\"model.py(10): forward
+train.py(1): a
+\",
+7,OOM_DETAIL,OOM_RECENT_ALLOC,OOM_RecentAlloc,1765000000000004001,7,7,N/A,N/A,\"{pool:PTA,ptr:0x0000000000200000,size:1048576,timestamp:1765000000000000800}\",\"model.py(10): forward
+train.py(2): b
+\",
+8,OOM_DETAIL,OOM_RECENT_ALLOC,OOM_RecentAlloc,1765000000000004002,7,7,N/A,N/A,\"{pool:PTA,ptr:0x0000000000300000,size:1048576,timestamp:1765000000000000700}\",\"model.py(10): forward
+train.py(3): c
+\",
+9,OOM_DETAIL,OOM_RECENT_ALLOC,OOM_RecentAlloc,1765000000000004003,7,7,N/A,N/A,\"{pool:PTA,ptr:0x0000000000400000,size:1048576,timestamp:1765000000000000600}\",NA,
+10,OOM_DETAIL,OOM_RECENT_ALLOC,OOM_RecentAlloc,1765000000000004004,7,7,N/A,N/A,\"{pool:PTA,ptr:0x0000000000500000,size:1048576,timestamp:1765000000000000500}\",NA,
+";
+
+#[tokio::test]
+async fn oom_rules_use_the_snapshot_before_the_trigger_and_whole_stacks() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let dump = dir.path().join("memscope_dump_20251206000000.csv");
+    std::fs::write(&dump, OOM_DUMP).unwrap();
+    let ds = open(&dump).await;
+    let ev = query(&ds.engine, "SELECT * FROM oom_events WHERE kind = 'trigger'").await;
+    assert_eq!(ev.len(), 1);
+    // R: the OOM_Snapshot recorded before the trigger (ID 3), although it is timestamped after
+    // the failed call; not the earlier-timestamped snapshot (8 GiB free) nor the file's last (60 GB)
+    assert_eq!(int(&ev[0]["free_mem"]), Some(2147483648));
+    assert_eq!(s(&ev[0]["snapshot_name"]), "OOM_Snapshot");
+    let f: BTreeMap<String, String> = query(&ds.engine, "SELECT rule, verdict FROM oom_findings")
+        .await
+        .iter()
+        .map(|r| (s(&r["rule"]).to_string(), s(&r["verdict"]).to_string()))
+        .collect();
+    // 1.8 GiB requested with 2 GiB free: ≥ 80 % (with the last snapshot's 60 GB it would not be)
+    assert_eq!(f["single_huge_request"], "yes");
+    assert_eq!(f["over_large_request"], "yes", "R > 1 GiB, every RECENT block ≤ R");
+    assert_eq!(f["chain_of_large_allocations"], "no");
+    // three RECENT stacks share their innermost frame but differ below it, two are `NA`: the
+    // reference's first-frame test fires, comparing whole stacks does not
+    assert_eq!(f["same_stack_repeated"], "no");
+    assert_eq!(f["top_owner"], "unknown", "no TOP records");
+    assert_eq!(f["accumulation"], "unknown", "no steps");
+    let recent = query(&ds.engine, "SELECT rank, alloc_ts, stack_top FROM oom_events WHERE kind = 'recent' ORDER BY rank").await;
+    assert_eq!(recent.len(), 5);
+    assert_eq!(int(&recent[0]["alloc_ts"]), Some(1765000000000000900), "rank 1 = newest, as written");
+    assert_eq!(s(&recent[0]["stack_top"]), "model.py(10): forward");
+    assert!(recent[4]["stack_top"].is_null(), "NA is no stack");
+}
+
 // ---- G3 fixture: OOM, snapshots, steps, expansions, HAL segments -------------------------------------
 
 /// The G3 fixture and its truth, or None when another engineer has not written it yet.
