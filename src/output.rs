@@ -47,7 +47,8 @@ pub fn is_byte_column(name: &str, dt: &DataType) -> bool {
     int && (name == "size" || name == "bytes" || name.ends_with("_bytes") || name.starts_with("bytes_")
         || matches!(name, "used" | "total" | "process_used" | "device_used" | "req_size" | "reserved" | "allocated"
             | "total_mem" | "free_mem" | "peak_reserved" | "peak_allocated" | "used_last" | "total_last"
-            | "total_before" | "total_after" | "used_before" | "delta" | "peak_used" | "end_used" | "growth"))
+            | "total_before" | "total_after" | "used_before" | "used_after" | "start_used" | "used_peak" | "peak_total"
+            | "delta" | "peak_used" | "end_used" | "growth"))
 }
 
 /// Rewrites byte columns as human-readable text (for table display only).
