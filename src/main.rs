@@ -273,6 +273,7 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -287,5 +288,15 @@ fn main() -> ExitCode {
             eprintln!("memq: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
+    }
+}
+
+/// `memq ... | head` should end quietly when the reader goes away, as other Unix tools do,
+/// instead of panicking on a failed write: restore the default SIGPIPE action Rust ignores.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
