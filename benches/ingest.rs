@@ -20,9 +20,18 @@ fn main() {
     cfg.scale_to_events(rows, false);
     let t = Instant::now();
     let truth = generate(&cfg, &input).expect("generate");
-    println!("generated {} rows in {:.2}s", truth.rows_written, t.elapsed().as_secs_f64());
+    println!(
+        "generated {} rows in {:.2}s",
+        truth.rows_written,
+        t.elapsed().as_secs_f64()
+    );
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let opts = IngestOptions { output: dir.path().join("bench.memq"), force: true, strict: false, progress: false };
+    let opts = IngestOptions {
+        output: dir.path().join("bench.memq"),
+        force: true,
+        strict: false,
+        progress: false,
+    };
     let report = runtime.block_on(ingest(&[input], &opts)).expect("ingest");
     let secs = report.elapsed.as_secs_f64();
     println!("{}", report.summary());

@@ -212,7 +212,12 @@ mod tests {
         assert_eq!(parse("{}"), vec![]);
         assert_eq!(
             parse("{addr:20,size:-512,owner:,MID:7}"),
-            vec![("addr", "20"), ("size", "-512"), ("owner", ""), ("MID", "7")]
+            vec![
+                ("addr", "20"),
+                ("size", "-512"),
+                ("owner", ""),
+                ("MID", "7")
+            ]
         );
     }
 
@@ -231,7 +236,10 @@ mod tests {
         let cell = r#"{"allocation_id":"4","size":"16778240","shadow":"true"}"#;
         assert_eq!(lookup(cell, "size").as_deref(), Some("16778240"));
         let pairs = parse_owned(cell);
-        assert_eq!(render(&pairs), "{allocation_id:4,size:16778240,shadow:true}");
+        assert_eq!(
+            render(&pairs),
+            "{allocation_id:4,size:16778240,shadow:true}"
+        );
         assert_eq!(lookup("{}", "size"), None);
     }
 

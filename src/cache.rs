@@ -20,7 +20,9 @@ fn xdg(var: &str, fallback: &str) -> PathBuf {
             return p;
         }
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(fallback)
 }
 
@@ -47,7 +49,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 fn absolute(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| {
-        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     })
 }
 
@@ -60,13 +64,24 @@ pub fn dataset_path(root: &Path, inputs: &[PathBuf]) -> PathBuf {
     }
     let stem: String = inputs
         .first()
-        .and_then(|p| absolute(p).file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .and_then(|p| {
+            absolute(p)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| "input".into())
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
-    root.join("datasets").join(format!("{stem}-{:016x}.memq", fnv1a(key.as_bytes())))
+    root.join("datasets")
+        .join(format!("{stem}-{:016x}.memq", fnv1a(key.as_bytes())))
 }
 
 /// (absolute path, size, mtime in ns) of one source file.
@@ -88,7 +103,10 @@ fn current_fingerprints(inputs: &[PathBuf]) -> Result<Vec<Fingerprint>> {
 }
 
 fn manifest_fingerprints(m: &Manifest) -> Vec<Fingerprint> {
-    m.sources.iter().map(|s| (s.path.clone(), s.size_bytes, s.mtime_unix_ns)).collect()
+    m.sources
+        .iter()
+        .map(|s| (s.path.clone(), s.size_bytes, s.mtime_unix_ns))
+        .collect()
 }
 
 /// Why a cached dataset was (not) used.
@@ -116,8 +134,12 @@ pub fn is_fresh(path: &Path, inputs: &[PathBuf]) -> Result<bool> {
     if !dataset::is_dataset(path) {
         return Ok(false);
     }
-    let Ok(manifest) = Manifest::read(path) else { return Ok(false) };
-    if manifest.schema_version != dataset::SCHEMA_VERSION || manifest.memq_version != env!("CARGO_PKG_VERSION") {
+    let Ok(manifest) = Manifest::read(path) else {
+        return Ok(false);
+    };
+    if manifest.schema_version != dataset::SCHEMA_VERSION
+        || manifest.memq_version != env!("CARGO_PKG_VERSION")
+    {
         return Ok(false);
     }
     Ok(manifest_fingerprints(&manifest) == current_fingerprints(inputs)?)
@@ -128,16 +150,29 @@ pub async fn cached_dataset(root: &Path, inputs: &[PathBuf], progress: bool) -> 
     let path = dataset_path(root, inputs);
     let existed = path.exists();
     if is_fresh(&path, inputs)? {
-        return Ok(Cached { dataset: path, state: CacheState::Reused, report: None });
+        return Ok(Cached {
+            dataset: path,
+            state: CacheState::Reused,
+            report: None,
+        });
     }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
     }
-    let opts = IngestOptions { output: path.clone(), force: true, strict: false, progress };
+    let opts = IngestOptions {
+        output: path.clone(),
+        force: true,
+        strict: false,
+        progress,
+    };
     let report = ingest(inputs, &opts).await?;
     Ok(Cached {
         dataset: path,
-        state: if existed { CacheState::Refreshed } else { CacheState::Created },
+        state: if existed {
+            CacheState::Refreshed
+        } else {
+            CacheState::Created
+        },
         report: Some(report),
     })
 }
@@ -153,7 +188,11 @@ mod tests {
         let b = dataset_path(root, &[PathBuf::from("/x/run_2.csv")]);
         assert_ne!(a, b);
         assert_eq!(a, dataset_path(root, &[PathBuf::from("/x/run_1.csv")]));
-        assert!(a.file_name().unwrap().to_string_lossy().starts_with("run_1-"));
+        assert!(a
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("run_1-"));
         assert!(a.starts_with("/c/datasets"));
     }
 }

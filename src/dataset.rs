@@ -75,7 +75,9 @@ pub fn is_dataset(path: &Path) -> bool {
 }
 
 /// Parquet writer settings shared by every table file.
-pub fn writer_properties(sorting: Option<Vec<datafusion::parquet::file::metadata::SortingColumn>>) -> WriterProperties {
+pub fn writer_properties(
+    sorting: Option<Vec<datafusion::parquet::file::metadata::SortingColumn>>,
+) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(128 * 1024))
@@ -186,7 +188,11 @@ impl ParquetSink {
         Self::create_with(path, schema, writer_properties(None))
     }
 
-    pub fn create_with(path: &Path, schema: SchemaRef, props: WriterProperties) -> Result<ParquetSink> {
+    pub fn create_with(
+        path: &Path,
+        schema: SchemaRef,
+        props: WriterProperties,
+    ) -> Result<ParquetSink> {
         let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
         let writer = ArrowWriter::try_new(file, schema, Some(props))
             .map_err(|e| MemqError::input(path, Location::None, e.to_string()))?;
@@ -236,22 +242,32 @@ impl BackgroundSink {
             }
             sink.close()
         });
-        BackgroundSink { tx: Some(tx), handle: Some(handle) }
+        BackgroundSink {
+            tx: Some(tx),
+            handle: Some(handle),
+        }
     }
 
     pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let sent = self.tx.as_ref().map(|tx| tx.send(batch).is_ok()).unwrap_or(false);
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| tx.send(batch).is_ok())
+            .unwrap_or(false);
         if sent {
             return Ok(());
         }
         // The writer stopped early: report its error.
-        self.finish().and_then(|_| Err(MemqError::Query("Parquet writer stopped".into())))
+        self.finish()
+            .and_then(|_| Err(MemqError::Query("Parquet writer stopped".into())))
     }
 
     fn finish(&mut self) -> Result<u64> {
         self.tx.take();
         match self.handle.take() {
-            Some(h) => h.join().unwrap_or_else(|_| Err(MemqError::Query("Parquet writer thread panicked".into()))),
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(MemqError::Query("Parquet writer thread panicked".into()))),
             None => Ok(0),
         }
     }

@@ -61,10 +61,12 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<Source>> {
                     sources.push(Source { path, name, kind });
                 }
             }
-            if !sources[before..]
-                .iter()
-                .any(|s| matches!(s.kind, SourceKind::MemscopeCsv | SourceKind::MemscopeDb | SourceKind::Snapshot))
-            {
+            if !sources[before..].iter().any(|s| {
+                matches!(
+                    s.kind,
+                    SourceKind::MemscopeCsv | SourceKind::MemscopeDb | SourceKind::Snapshot
+                )
+            }) {
                 return Err(MemqError::input(
                     input,
                     Location::None,
@@ -77,7 +79,11 @@ pub fn discover(inputs: &[PathBuf]) -> Result<Vec<Source>> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| input.display().to_string());
-            sources.push(Source { path: input.clone(), name, kind });
+            sources.push(Source {
+                path: input.clone(),
+                name,
+                kind,
+            });
         }
     }
     // Unique names: a second `x.csv` becomes `x.csv#2`.
@@ -107,7 +113,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn has_ext(path: &Path, exts: &[&str]) -> bool {
@@ -149,7 +157,9 @@ fn kind_in_folder(path: &Path) -> Option<SourceKind> {
 /// The first bytes of a file as text, BOM removed.
 fn sniff(path: &Path) -> Option<String> {
     let mut head = [0u8; 64];
-    let n = fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    let n = fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
     let text = String::from_utf8_lossy(&head[..n]).into_owned();
     Some(text.trim_start_matches('\u{feff}').to_string())
 }

@@ -56,7 +56,12 @@ impl Selection {
         if s.trim().eq_ignore_ascii_case("all") {
             return Selection::All;
         }
-        Selection::Named(s.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+        Selection::Named(
+            s.split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect(),
+        )
     }
 }
 
@@ -91,10 +96,11 @@ pub fn select(selection: &Selection) -> Result<Vec<Analysis>> {
             }
             let mut out = Vec::new();
             for n in names {
-                let a = all
-                    .iter()
-                    .find(|a| &a.name == n)
-                    .ok_or_else(|| MemqError::Usage(format!("--views: no analysis named {n}; `memq views` lists them")))?;
+                let a = all.iter().find(|a| &a.name == n).ok_or_else(|| {
+                    MemqError::Usage(format!(
+                        "--views: no analysis named {n}; `memq views` lists them"
+                    ))
+                })?;
                 if a.is_table_function() {
                     return Err(MemqError::Usage(format!(
                         "--views: {} needs parameters ({}); run it with `memq run` or `memq sql`",
@@ -110,7 +116,12 @@ pub fn select(selection: &Selection) -> Result<Vec<Analysis>> {
 }
 
 /// Exports the selected analyses into `dir` (created if missing) and writes `index.json`.
-pub async fn export(engine: &Engine, selection: &Selection, dir: &Path, format: FileFormat) -> Result<Index> {
+pub async fn export(
+    engine: &Engine,
+    selection: &Selection,
+    dir: &Path,
+    format: FileFormat,
+) -> Result<Index> {
     let analyses = select(selection)?;
     std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
     let mut views = Vec::new();
@@ -120,11 +131,19 @@ pub async fn export(engine: &Engine, selection: &Selection, dir: &Path, format: 
             .await
             .map_err(|e| MemqError::Query(format!("{}: {e}", a.name)))?;
         let schema = df.schema().inner().clone();
-        let batches = df.collect().await.map_err(|e| MemqError::Query(format!("{}: {e}", a.name)))?;
+        let batches = df
+            .collect()
+            .await
+            .map_err(|e| MemqError::Query(format!("{}: {e}", a.name)))?;
         let file = format!("{}.{}", a.name, format.ext());
         let path: PathBuf = dir.join(&file);
         let rows = output::write_file(&path, &schema, &batches)?;
-        views.push(IndexEntry { view: a.name.clone(), file, rows, summary: a.summary.clone() });
+        views.push(IndexEntry {
+            view: a.name.clone(),
+            file,
+            rows,
+            summary: a.summary.clone(),
+        });
     }
     let index = Index {
         dataset: engine.dataset.display().to_string(),
@@ -144,7 +163,10 @@ mod tests {
     #[test]
     fn selection_parses() {
         assert_eq!(Selection::parse("all"), Selection::All);
-        assert_eq!(Selection::parse("a, b"), Selection::Named(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            Selection::parse("a, b"),
+            Selection::Named(vec!["a".into(), "b".into()])
+        );
         assert!(select(&Selection::Named(vec!["no_such_view".into()])).is_err());
     }
 }

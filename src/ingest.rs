@@ -19,7 +19,9 @@ use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::dataset::{self, DatasetBuilder, IngestOptionsRecord, Manifest, ParquetSink, SourceEntry, TableEntry};
+use crate::dataset::{
+    self, DatasetBuilder, IngestOptionsRecord, Manifest, ParquetSink, SourceEntry, TableEntry,
+};
 use crate::discover::{discover, Source, SourceKind};
 use crate::error::{MemqError, Result};
 use crate::memscope::companions;
@@ -88,7 +90,11 @@ fn sorting_columns(def: &TableDef) -> Vec<SortingColumn> {
     def.sort_order
         .iter()
         .filter_map(|name| def.columns.iter().position(|c| c.name == *name))
-        .map(|i| SortingColumn { column_idx: i as i32, descending: false, nulls_first: false })
+        .map(|i| SortingColumn {
+            column_idx: i as i32,
+            descending: false,
+            nulls_first: false,
+        })
         .collect()
 }
 
@@ -118,8 +124,15 @@ impl Run {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let path = self.builder.table_dir(def.name)?.join(format!("{idx:04}.parquet"));
-        let mut sink = ParquetSink::create_with(&path, def.schema(), dataset::writer_properties(Some(sorting_columns(def))))?;
+        let path = self
+            .builder
+            .table_dir(def.name)?
+            .join(format!("{idx:04}.parquet"));
+        let mut sink = ParquetSink::create_with(
+            &path,
+            def.schema(),
+            dataset::writer_properties(Some(sorting_columns(def))),
+        )?;
         sink.write(batch)?;
         let rows = sink.close()?;
         self.record(def.name, &path, rows);
@@ -129,12 +142,23 @@ impl Run {
     /// Sorts a staging file into `table`'s canonical order and writes it as the table file of
     /// source `idx`.
     async fn sort_into(&mut self, staging: &Path, def: &TableDef, idx: usize) -> Result<PathBuf> {
-        let out = self.builder.table_dir(def.name)?.join(format!("{idx:04}.parquet"));
-        let mut sink = ParquetSink::create_with(&out, def.schema(), dataset::writer_properties(Some(sorting_columns(def))))?;
+        let out = self
+            .builder
+            .table_dir(def.name)?
+            .join(format!("{idx:04}.parquet"));
+        let mut sink = ParquetSink::create_with(
+            &out,
+            def.schema(),
+            dataset::writer_properties(Some(sorting_columns(def))),
+        )?;
         if staging.exists() {
             let name = format!("staging_{idx}_{}", def.name);
             self.ctx
-                .register_parquet(&name, staging.to_string_lossy().as_ref(), ParquetReadOptions::default())
+                .register_parquet(
+                    &name,
+                    staging.to_string_lossy().as_ref(),
+                    ParquetReadOptions::default(),
+                )
                 .await?;
             let order = def
                 .sort_order
@@ -142,8 +166,15 @@ impl Run {
                 .map(|c| format!("\"{c}\" ASC NULLS LAST"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let tiebreak = if def.name == "blocks" { ", free_row ASC NULLS LAST" } else { "" };
-            let df = self.ctx.sql(&format!("SELECT * FROM {name} ORDER BY {order}{tiebreak}")).await?;
+            let tiebreak = if def.name == "blocks" {
+                ", free_row ASC NULLS LAST"
+            } else {
+                ""
+            };
+            let df = self
+                .ctx
+                .sql(&format!("SELECT * FROM {name} ORDER BY {order}{tiebreak}"))
+                .await?;
             let mut stream = df.execute_stream().await?;
             while let Some(batch) = stream.next().await {
                 sink.write(&batch?)?;
@@ -158,20 +189,34 @@ impl Run {
 
     /// Finishes a parsed memscope dump: sorts its events into place and derives blocks, oom
     /// and mem_snapshots.
-    async fn finish_dump(&mut self, idx: usize, source: &Source, parsed: ParsedDump) -> Result<DumpSummary> {
+    async fn finish_dump(
+        &mut self,
+        idx: usize,
+        source: &Source,
+        parsed: ParsedDump,
+    ) -> Result<DumpSummary> {
         if parsed.rejects_path.exists() {
             self.record("rejects", &parsed.rejects_path, parsed.summary.rejects);
         }
         if let Some(batch) = &parsed.python_trace {
             self.write_table(&ms::python_trace(), idx, batch)?;
         }
-        let events_file = self.sort_into(&parsed.events_staging, &ms::events(), idx).await?;
-        self.derive(idx, source, &events_file, parsed.summary.ts_unit.scale()).await?;
+        let events_file = self
+            .sort_into(&parsed.events_staging, &ms::events(), idx)
+            .await?;
+        self.derive(idx, source, &events_file, parsed.summary.ts_unit.scale())
+            .await?;
         Ok(parsed.summary)
     }
 
     /// One pass over the sorted events: blocks, oom, mem_snapshots.
-    async fn derive(&mut self, idx: usize, source: &Source, events_file: &Path, ts_scale: i64) -> Result<()> {
+    async fn derive(
+        &mut self,
+        idx: usize,
+        source: &Source,
+        events_file: &Path,
+        ts_scale: i64,
+    ) -> Result<()> {
         let name = format!("sorted_{idx}");
         self.ctx
             .register_parquet(
@@ -191,7 +236,10 @@ impl Run {
             ))
             .await?;
         let mut stream = df.execute_stream().await?;
-        let blocks_staging = self.builder.staging_dir()?.join(format!("blocks-{idx}.parquet"));
+        let blocks_staging = self
+            .builder
+            .staging_dir()?
+            .join(format!("blocks-{idx}.parquet"));
         let mut blocks_sink = ParquetSink::create(&blocks_staging, ms::blocks().schema())?;
         let mut deriver = Deriver::new(&source.name, ts_scale);
         while let Some(batch) = stream.next().await {
@@ -213,9 +261,18 @@ impl Run {
     fn companion(&mut self, idx: usize, source: &Source) -> Result<(u64, u64)> {
         let mut rejects = RejectsBuilder::new(&source.name);
         let (def, batch) = match source.kind {
-            SourceKind::PythonTrace => (ms::python_trace(), companions::read_python_trace_csv(&source.path, &source.name, &mut rejects)?),
-            SourceKind::MemoryCompare => (ms::step_compare(), companions::read_memory_compare(&source.path, &source.name, &mut rejects)?),
-            _ => (ms::config(), companions::read_config(&source.path, &source.name)?),
+            SourceKind::PythonTrace => (
+                ms::python_trace(),
+                companions::read_python_trace_csv(&source.path, &source.name, &mut rejects)?,
+            ),
+            SourceKind::MemoryCompare => (
+                ms::step_compare(),
+                companions::read_memory_compare(&source.path, &source.name, &mut rejects)?,
+            ),
+            _ => (
+                ms::config(),
+                companions::read_config(&source.path, &source.name)?,
+            ),
         };
         let rows = batch.num_rows() as u64;
         let rejected = rejects.len() as u64;
@@ -236,7 +293,12 @@ struct ParsedDump {
 }
 
 /// Reads one memscope dump (CSV or db) into `events_staging` and `rejects_path`.
-fn parse_dump(source: &Source, events_staging: PathBuf, rejects_path: PathBuf, progress: &ProgressBar) -> Result<ParsedDump> {
+fn parse_dump(
+    source: &Source,
+    events_staging: PathBuf,
+    rejects_path: PathBuf,
+    progress: &ProgressBar,
+) -> Result<ParsedDump> {
     let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
     let (summary, python_trace) = match source.kind {
         SourceKind::MemscopeDb => {
@@ -246,29 +308,55 @@ fn parse_dump(source: &Source, events_staging: PathBuf, rejects_path: PathBuf, p
             let trace = if tables.is_empty() {
                 None
             } else {
-                Some(companions::read_python_trace_db(&source.path, &conn, &source.name, &tables)?)
+                Some(companions::read_python_trace_db(
+                    &source.path,
+                    &conn,
+                    &source.name,
+                    &tables,
+                )?)
             };
             (summary, trace)
         }
         _ => {
             let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
-            (csv_dump::read(&source.path, progress.wrap_read(file), out)?, None)
+            (
+                csv_dump::read(&source.path, progress.wrap_read(file), out)?,
+                None,
+            )
         }
     };
-    Ok(ParsedDump { summary, events_staging, rejects_path, python_trace })
+    Ok(ParsedDump {
+        summary,
+        events_staging,
+        rejects_path,
+        python_trace,
+    })
 }
 
 /// Parses every memscope dump among `sources`, several files at a time (one per core).
-fn parse_dumps(sources: &[Source], builder: &DatasetBuilder, progress: &ProgressBar) -> Result<Vec<Option<Result<ParsedDump>>>> {
+fn parse_dumps(
+    sources: &[Source],
+    builder: &DatasetBuilder,
+    progress: &ProgressBar,
+) -> Result<Vec<Option<Result<ParsedDump>>>> {
     let staging = builder.staging_dir()?;
     let rejects = builder.table_dir("rejects")?;
     let work: Vec<usize> = (0..sources.len())
-        .filter(|&i| matches!(sources[i].kind, SourceKind::MemscopeCsv | SourceKind::MemscopeDb))
+        .filter(|&i| {
+            matches!(
+                sources[i].kind,
+                SourceKind::MemscopeCsv | SourceKind::MemscopeDb
+            )
+        })
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<Option<Result<ParsedDump>>>> =
         std::sync::Mutex::new((0..sources.len()).map(|_| None).collect());
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(work.len()).max(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(work.len())
+        .max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -286,7 +374,9 @@ fn parse_dumps(sources: &[Source], builder: &DatasetBuilder, progress: &Progress
             });
         }
     });
-    results.into_inner().map_err(|_| MemqError::Query("a parser thread panicked".into()))
+    results
+        .into_inner()
+        .map_err(|_| MemqError::Query("a parser thread panicked".into()))
 }
 
 /// Ingests `inputs` into the dataset `opts.output`.
@@ -307,13 +397,19 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
     // Read staging files back with the exact types they were written with (no Utf8View), so the
     // sorted output matches the table schemas.
     let mut config = SessionConfig::new().with_target_partitions(2);
-    config.options_mut().execution.parquet.schema_force_view_types = false;
+    config
+        .options_mut()
+        .execution
+        .parquet
+        .schema_force_view_types = false;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     let progress = if opts.progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let pb = ProgressBar::with_draw_target(Some(input_bytes), ProgressDrawTarget::stderr());
         pb.set_style(
-            ProgressStyle::with_template("{spinner} ingest [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{spinner} ingest [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         pb
     } else {
@@ -324,7 +420,11 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
         ctx,
         tables: all_tables()
             .iter()
-            .map(|t| TableEntry { name: t.name.to_string(), rows: 0, files: Vec::new() })
+            .map(|t| TableEntry {
+                name: t.name.to_string(),
+                rows: 0,
+                files: Vec::new(),
+            })
             .collect(),
         progress,
     };
@@ -338,14 +438,24 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
         let meta = fs::metadata(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
         let (rows, rejects, ts_unit, generation) = match source.kind {
             SourceKind::MemscopeCsv | SourceKind::MemscopeDb => {
-                let p = parsed[idx].take().ok_or_else(|| MemqError::Query(format!("{}: not parsed", source.name)))??;
+                let p = parsed[idx]
+                    .take()
+                    .ok_or_else(|| MemqError::Query(format!("{}: not parsed", source.name)))??;
                 let s = run.finish_dump(idx, source, p).await?;
-                (s.rows, s.rejects, Some(s.ts_unit.label().to_string()), Some(s.generation.to_string()))
+                (
+                    s.rows,
+                    s.rejects,
+                    Some(s.ts_unit.label().to_string()),
+                    Some(s.generation.to_string()),
+                )
             }
             SourceKind::Snapshot => {
                 let mut rows = 0;
                 for (table, batch) in crate::snapshot::read_snapshot(&source.path, &source.name)? {
-                    let def = all_tables().into_iter().find(|t| t.name == table).ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
+                    let def = all_tables()
+                        .into_iter()
+                        .find(|t| t.name == table)
+                        .ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
                     rows += batch.num_rows() as u64;
                     run.write_table(&def, idx, &batch)?;
                 }
@@ -361,7 +471,12 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
         }
         entries.push(SourceEntry {
             source: source.name.clone(),
-            path: source.path.canonicalize().unwrap_or_else(|_| source.path.clone()).display().to_string(),
+            path: source
+                .path
+                .canonicalize()
+                .unwrap_or_else(|_| source.path.clone())
+                .display()
+                .to_string(),
             kind: source.kind.label().to_string(),
             size_bytes: meta.len(),
             mtime_unix_ns: meta
@@ -393,10 +508,17 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
             .unwrap_or(0),
         sources: entries,
         tables: run.tables.clone(),
-        options: IngestOptionsRecord { strict: opts.strict },
+        options: IngestOptionsRecord {
+            strict: opts.strict,
+        },
     };
     let dataset = run.builder.commit(&manifest)?;
-    Ok(IngestReport { dataset, manifest, elapsed: started.elapsed(), input_bytes })
+    Ok(IngestReport {
+        dataset,
+        manifest,
+        elapsed: started.elapsed(),
+        input_bytes,
+    })
 }
 
 fn sources_batch(entries: &[SourceEntry]) -> RecordBatch {

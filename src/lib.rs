@@ -11,22 +11,22 @@
 //! - [`engine`]: DataFusion session with tables, UDFs and the SQL library.
 //! - [`output`]: result printers and writers.
 
-pub mod error;
-pub mod schema;
 pub mod attr;
+pub mod cache;
 pub mod dataset;
 pub mod discover;
+pub mod engine;
+pub mod error;
+pub mod export;
+pub mod gen;
 pub mod ingest;
 pub mod memscope;
-pub mod owner;
-pub mod snapshot;
-pub mod gen;
-pub mod engine;
-pub mod output;
 pub mod open;
-pub mod cache;
+pub mod output;
+pub mod owner;
 pub mod params;
-pub mod run;
-pub mod export;
-pub mod to_db;
 pub mod repl;
+pub mod run;
+pub mod schema;
+pub mod snapshot;
+pub mod to_db;

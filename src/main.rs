@@ -130,13 +130,19 @@ fn split_statements(sql: &str) -> Vec<String> {
     }
 }
 
-fn run_output(output: Option<PathBuf>, format: Option<String>, raw_bytes: bool) -> Result<RunOutput> {
+fn run_output(
+    output: Option<PathBuf>,
+    format: Option<String>,
+    raw_bytes: bool,
+) -> Result<RunOutput> {
     match output {
         Some(dir) => {
             let f = match format.as_deref() {
                 None => FileFormat::Parquet,
                 Some(s) => FileFormat::parse(s).ok_or_else(|| {
-                    MemqError::Usage(format!("--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"))
+                    MemqError::Usage(format!(
+                        "--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"
+                    ))
                 })?,
             };
             Ok(RunOutput::Dir(dir, f))
@@ -148,7 +154,14 @@ fn run_output(output: Option<PathBuf>, format: Option<String>, raw_bytes: bool) 
                     MemqError::Usage(format!("--format {s}: on stdout use table, csv, tsv, json, ndjson or markdown (parquet needs -o DIR)"))
                 })?,
             };
-            Ok(RunOutput::Stdout(f, if raw_bytes { BytesDisplay::Raw } else { BytesDisplay::Human }))
+            Ok(RunOutput::Stdout(
+                f,
+                if raw_bytes {
+                    BytesDisplay::Raw
+                } else {
+                    BytesDisplay::Human
+                },
+            ))
         }
     }
 }
@@ -160,18 +173,38 @@ async fn run(cli: Cli) -> Result<()> {
                 "give a dataset folder or dumps to open the shell, or a command; `memq --help` lists them".into(),
             ));
         }
-        let target = if cli.no_cache { IngestTarget::Temporary } else { IngestTarget::Cache(memq::cache::cache_dir()) };
+        let target = if cli.no_cache {
+            IngestTarget::Temporary
+        } else {
+            IngestTarget::Cache(memq::cache::cache_dir())
+        };
         let opened = open_inputs_with(&cli.inputs, true, &target).await?;
         return repl::run(opened, ReplOptions::standard()).await;
     };
     match command {
-        Command::Ingest { inputs, output, force, strict } => {
-            let opts = IngestOptions { output, force, strict, progress: true };
+        Command::Ingest {
+            inputs,
+            output,
+            force,
+            strict,
+        } => {
+            let opts = IngestOptions {
+                output,
+                force,
+                strict,
+                progress: true,
+            };
             let report = ingest(&inputs, &opts).await?;
             eprintln!("{}", report.summary());
             Ok(())
         }
-        Command::Sql { inputs, sql, format, output, raw_bytes } => {
+        Command::Sql {
+            inputs,
+            sql,
+            format,
+            output,
+            raw_bytes,
+        } => {
             let opened = open_inputs(&inputs, true).await?;
             let statements = split_statements(&sql);
             let last = statements.len() - 1;
@@ -185,7 +218,11 @@ async fn run(cli: Cli) -> Result<()> {
                         eprintln!("{rows} rows written to {}", path.display());
                     }
                     _ => {
-                        let bytes = if raw_bytes || format != Format::Table { BytesDisplay::Raw } else { BytesDisplay::Human };
+                        let bytes = if raw_bytes || format != Format::Table {
+                            BytesDisplay::Raw
+                        } else {
+                            BytesDisplay::Human
+                        };
                         print!("{}", output::render(&schema, &batches, format, bytes)?);
                     }
                 }
@@ -201,15 +238,18 @@ async fn run(cli: Cli) -> Result<()> {
                     }
                 }
                 Some(n) => {
-                    let a = analyses
-                        .iter()
-                        .find(|a| a.name == n)
-                        .ok_or_else(|| MemqError::Usage(format!("no analysis named {n}; `memq views` lists them")))?;
+                    let a = analyses.iter().find(|a| a.name == n).ok_or_else(|| {
+                        MemqError::Usage(format!("no analysis named {n}; `memq views` lists them"))
+                    })?;
                     println!("{}  (sql/{})\n\n{}\n", a.call_form(), a.path, a.doc);
                     if !a.params.is_empty() {
                         println!("Parameters:");
                         for p in &a.params {
-                            let d = p.default.as_deref().map(|d| format!(" = {d}")).unwrap_or_default();
+                            let d = p
+                                .default
+                                .as_deref()
+                                .map(|d| format!(" = {d}"))
+                                .unwrap_or_default();
                             println!("  {:<12} {}{}  {}", p.name, p.sql_type, d, p.doc);
                         }
                         println!();
@@ -229,14 +269,23 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Run { input, files, params: raw, output, format, raw_bytes } => {
+        Command::Run {
+            input,
+            files,
+            params: raw,
+            output,
+            format,
+            raw_bytes,
+        } => {
             let mut bound = Params::new();
             for p in &raw {
                 let (k, v) = params::parse_assignment(p)?;
                 bound.insert(k, v);
             }
             for name in run_files::unused_params(&files, &bound) {
-                eprintln!("memq: warning: --param {name} is not used by any query file (no ${name})");
+                eprintln!(
+                    "memq: warning: --param {name} is not used by any query file (no ${name})"
+                );
             }
             let out = run_output(output, format, raw_bytes)?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
@@ -246,7 +295,12 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Export { input, views, output, format } => {
+        Command::Export {
+            input,
+            views,
+            output,
+            format,
+        } => {
             let selection = Selection::parse(&views);
             export::select(&selection)?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
@@ -254,7 +308,12 @@ async fn run(cli: Cli) -> Result<()> {
             for v in &index.views {
                 eprintln!("{:<32} {:>10} rows  {}", v.view, v.rows, v.file);
             }
-            eprintln!("{} analyses written to {} (index in {})", index.views.len(), output.display(), export::INDEX_FILE);
+            eprintln!(
+                "{} analyses written to {} (index in {})",
+                index.views.len(),
+                output.display(),
+                export::INDEX_FILE
+            );
             Ok(())
         }
         Command::ToDb { input, output } => {
@@ -275,7 +334,10 @@ async fn run(cli: Cli) -> Result<()> {
 fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("memq: cannot start the runtime: {e}");

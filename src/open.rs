@@ -26,7 +26,10 @@ pub enum IngestTarget {
 
 fn warn_rejects(report: &IngestReport) {
     if report.total_rejects() > 0 {
-        eprintln!("memq: {} record(s) could not be parsed; see the `rejects` table", report.total_rejects());
+        eprintln!(
+            "memq: {} record(s) could not be parsed; see the `rejects` table",
+            report.total_rejects()
+        );
     }
 }
 
@@ -37,26 +40,43 @@ pub async fn open_inputs(inputs: &[PathBuf], progress: bool) -> Result<Opened> {
 
 /// Opens `inputs`: a single dataset folder directly, anything else through an ingest into
 /// `target`. With the cache, a note on stderr says whether the cached dataset was reused.
-pub async fn open_inputs_with(inputs: &[PathBuf], progress: bool, target: &IngestTarget) -> Result<Opened> {
+pub async fn open_inputs_with(
+    inputs: &[PathBuf],
+    progress: bool,
+    target: &IngestTarget,
+) -> Result<Opened> {
     if let [single] = inputs {
         if dataset::is_dataset(single) {
-            return Ok(Opened { engine: Engine::open(single).await?, _temp: None });
+            return Ok(Opened {
+                engine: Engine::open(single).await?,
+                _temp: None,
+            });
         }
     }
     match target {
         IngestTarget::Cache(root) => {
             let cached = cache::cached_dataset(root, inputs, progress).await?;
             match cached.state {
-                CacheState::Reused => eprintln!("memq: using cached dataset {}", cached.dataset.display()),
-                CacheState::Created => eprintln!("memq: ingested into cache {}", cached.dataset.display()),
+                CacheState::Reused => {
+                    eprintln!("memq: using cached dataset {}", cached.dataset.display())
+                }
+                CacheState::Created => {
+                    eprintln!("memq: ingested into cache {}", cached.dataset.display())
+                }
                 CacheState::Refreshed => {
-                    eprintln!("memq: sources changed; ingested again into cache {}", cached.dataset.display())
+                    eprintln!(
+                        "memq: sources changed; ingested again into cache {}",
+                        cached.dataset.display()
+                    )
                 }
             }
             if let Some(r) = &cached.report {
                 warn_rejects(r);
             }
-            Ok(Opened { engine: Engine::open(&cached.dataset).await?, _temp: None })
+            Ok(Opened {
+                engine: Engine::open(&cached.dataset).await?,
+                _temp: None,
+            })
         }
         IngestTarget::Temporary => {
             let temp = tempfile::Builder::new()
@@ -64,10 +84,18 @@ pub async fn open_inputs_with(inputs: &[PathBuf], progress: bool, target: &Inges
                 .tempdir()
                 .map_err(|e| crate::error::MemqError::io(Path::new("temporary folder"), e))?;
             let target = temp.path().join("input.memq");
-            let opts = IngestOptions { output: target.clone(), force: false, strict: false, progress };
+            let opts = IngestOptions {
+                output: target.clone(),
+                force: false,
+                strict: false,
+                progress,
+            };
             let report = ingest(inputs, &opts).await?;
             warn_rejects(&report);
-            Ok(Opened { engine: Engine::open(&target).await?, _temp: Some(temp) })
+            Ok(Opened {
+                engine: Engine::open(&target).await?,
+                _temp: Some(temp),
+            })
         }
     }
 }

@@ -44,11 +44,37 @@ fn options() -> FormatOptions<'static> {
 /// True for columns that hold bytes by memq's naming convention.
 pub fn is_byte_column(name: &str, dt: &DataType) -> bool {
     let int = matches!(dt, DataType::Int64 | DataType::UInt64 | DataType::Int32);
-    int && (name == "size" || name == "bytes" || name.ends_with("_bytes") || name.starts_with("bytes_")
-        || matches!(name, "used" | "total" | "process_used" | "device_used" | "req_size" | "reserved" | "allocated"
-            | "total_mem" | "free_mem" | "peak_reserved" | "peak_allocated" | "used_last" | "total_last"
-            | "total_before" | "total_after" | "used_before" | "used_after" | "start_used" | "used_peak" | "peak_total"
-            | "delta" | "peak_used" | "end_used" | "growth"))
+    int && (name == "size"
+        || name == "bytes"
+        || name.ends_with("_bytes")
+        || name.starts_with("bytes_")
+        || matches!(
+            name,
+            "used"
+                | "total"
+                | "process_used"
+                | "device_used"
+                | "req_size"
+                | "reserved"
+                | "allocated"
+                | "total_mem"
+                | "free_mem"
+                | "peak_reserved"
+                | "peak_allocated"
+                | "used_last"
+                | "total_last"
+                | "total_before"
+                | "total_after"
+                | "used_before"
+                | "used_after"
+                | "start_used"
+                | "used_peak"
+                | "peak_total"
+                | "delta"
+                | "peak_used"
+                | "end_used"
+                | "growth"
+        ))
 }
 
 /// Rewrites byte columns as human-readable text (for table display only).
@@ -65,8 +91,10 @@ fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
             if is_byte_column(f.name(), f.data_type()) {
                 let ints = cast(c, &DataType::Int64)?;
                 let ints = ints.as_primitive::<Int64Type>();
-                let text: datafusion::arrow::array::StringArray =
-                    ints.iter().map(|v| v.map(crate::engine::udf::format_bytes)).collect();
+                let text: datafusion::arrow::array::StringArray = ints
+                    .iter()
+                    .map(|v| v.map(crate::engine::udf::format_bytes))
+                    .collect();
                 fields.push(Field::new(f.name(), DataType::Utf8, true));
                 columns.push(Arc::new(text));
             } else {
@@ -74,13 +102,21 @@ fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
                 columns.push(c.clone());
             }
         }
-        out.push(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?);
+        out.push(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?);
     }
     Ok(out)
 }
 
 /// Renders batches in `format`.
-pub fn render(schema: &SchemaRef, batches: &[RecordBatch], format: Format, bytes: BytesDisplay) -> Result<String> {
+pub fn render(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    format: Format,
+    bytes: BytesDisplay,
+) -> Result<String> {
     let mut buf = Vec::new();
     match format {
         Format::Table => {
@@ -88,14 +124,24 @@ pub fn render(schema: &SchemaRef, batches: &[RecordBatch], format: Format, bytes
                 let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
                 return Ok(format!("(0 rows: {})\n", names.join(", ")));
             }
-            let shown = if bytes == BytesDisplay::Human { humanize(batches)? } else { batches.to_vec() };
+            let shown = if bytes == BytesDisplay::Human {
+                humanize(batches)?
+            } else {
+                batches.to_vec()
+            };
             let table = pretty_format_batches_with_options(&shown, &options())?;
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-            return Ok(format!("{table}\n{rows} row{}\n", if rows == 1 { "" } else { "s" }));
+            return Ok(format!(
+                "{table}\n{rows} row{}\n",
+                if rows == 1 { "" } else { "s" }
+            ));
         }
         Format::Csv | Format::Tsv => {
             let delim = if format == Format::Csv { b',' } else { b'\t' };
-            let mut w = datafusion::arrow::csv::WriterBuilder::new().with_delimiter(delim).with_header(true).build(&mut buf);
+            let mut w = datafusion::arrow::csv::WriterBuilder::new()
+                .with_delimiter(delim)
+                .with_header(true)
+                .build(&mut buf);
             if batches.is_empty() {
                 w.write(&flatten_nested(&RecordBatch::new_empty(schema.clone()))?)?;
             }
@@ -139,8 +185,9 @@ fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch> {
     for (f, c) in schema.fields().iter().zip(batch.columns()) {
         if f.data_type().is_nested() {
             let fmt = ArrayFormatter::try_new(c.as_ref(), &opts)?;
-            let text: datafusion::arrow::array::StringArray =
-                (0..c.len()).map(|i| (!c.is_null(i)).then(|| fmt.value(i).to_string())).collect();
+            let text: datafusion::arrow::array::StringArray = (0..c.len())
+                .map(|i| (!c.is_null(i)).then(|| fmt.value(i).to_string()))
+                .collect();
             fields.push(Field::new(f.name(), DataType::Utf8, true));
             columns.push(Arc::new(text));
         } else {
@@ -148,12 +195,19 @@ fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch> {
             columns.push(c.clone());
         }
     }
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let mut out = format!("| {} |\n|{}|\n", names.join(" | "), names.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
+    let mut out = format!(
+        "| {} |\n|{}|\n",
+        names.join(" | "),
+        names.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+    );
     let opts = options();
     for b in batches {
         let fmts = b
@@ -164,7 +218,12 @@ fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
         for row in 0..b.num_rows() {
             let cells: Vec<String> = fmts
                 .iter()
-                .map(|f| f.value(row).to_string().replace('|', "\\|").replace('\n', "<br>"))
+                .map(|f| {
+                    f.value(row)
+                        .to_string()
+                        .replace('|', "\\|")
+                        .replace('\n', "<br>")
+                })
                 .collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
@@ -175,10 +234,15 @@ fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
 /// Writes batches to `path`, the writer chosen by extension. Written to a temporary name first
 /// and renamed, so a failed write never leaves a partial file under the final name.
 pub fn write_file(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<u64> {
-    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(
         ".{}.tmp-{}",
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         std::process::id()
     ));
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
@@ -201,7 +265,8 @@ pub fn write_file(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> R
                 };
                 let text = render(schema, batches, format, BytesDisplay::Raw)?;
                 let mut f = File::create(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
-                f.write_all(text.as_bytes()).map_err(|e| MemqError::io(&tmp, e))?;
+                f.write_all(text.as_bytes())
+                    .map_err(|e| MemqError::io(&tmp, e))?;
             }
             _ => {
                 return Err(MemqError::input(

@@ -39,7 +39,10 @@ pub fn parse_value(text: &str) -> ScalarValue {
     if let Ok(i) = t.parse::<i64>() {
         return ScalarValue::Int64(Some(i));
     }
-    if t.bytes().any(|b| b.is_ascii_digit()) && t.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) {
+    if t.bytes().any(|b| b.is_ascii_digit())
+        && t.bytes()
+            .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    {
         if let Ok(f) = t.parse::<f64>() {
             if f.is_finite() {
                 return ScalarValue::Float64(Some(f));
@@ -61,12 +64,17 @@ pub fn parse_assignment(arg: &str) -> Result<(String, ScalarValue)> {
 
 /// A parameter name is an identifier.
 pub fn check_name(name: &str) -> Result<()> {
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok {
         Ok(())
     } else {
-        Err(MemqError::Usage(format!("`{name}` is not a parameter name (letters, digits and _)")))
+        Err(MemqError::Usage(format!(
+            "`{name}` is not a parameter name (letters, digits and _)"
+        )))
     }
 }
 
@@ -96,9 +104,9 @@ fn literal(v: &ScalarValue) -> Expr {
         },
         ScalarValue::Float64(Some(f)) => value(Value::Number(format!("{f:?}"), false)),
         ScalarValue::Boolean(Some(b)) => value(Value::Boolean(*b)),
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            value(Value::SingleQuotedString(s.clone()))
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => value(Value::SingleQuotedString(s.clone())),
         _ if v.is_null() => value(Value::Null),
         other => value(Value::SingleQuotedString(other.to_string())),
     }
@@ -148,14 +156,26 @@ pub fn bind_statement(statement: &mut DfStatement, params: &Params) -> Result<()
 
 /// Parses SQL text into statements with the session's dialect.
 pub fn parse_statements(ctx: &SessionContext, sql: &str) -> Result<Vec<DfStatement>> {
-    let dialect_name = ctx.state().config().options().sql_parser.dialect.to_string();
+    let dialect_name = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect
+        .to_string();
     let dialect = dialect_from_str(&dialect_name)
         .ok_or_else(|| MemqError::Query(format!("unknown SQL dialect {dialect_name}")))?;
-    Ok(DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?.into_iter().collect())
+    Ok(DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?
+        .into_iter()
+        .collect())
 }
 
 /// Binds and plans one parsed statement (DDL such as `CREATE VIEW` takes effect here).
-pub async fn plan_statement(ctx: &SessionContext, mut statement: DfStatement, params: &Params) -> Result<DataFrame> {
+pub async fn plan_statement(
+    ctx: &SessionContext,
+    mut statement: DfStatement,
+    params: &Params,
+) -> Result<DataFrame> {
     bind_statement(&mut statement, params)?;
     let state = ctx.state();
     let plan = state.statement_to_plan(statement).await?;
@@ -168,7 +188,9 @@ pub async fn plan_one(ctx: &SessionContext, sql: &str, params: &Params) -> Resul
     match statements.len() {
         1 => plan_statement(ctx, statements.remove(0), params).await,
         0 => Err(MemqError::Query("no statement".into())),
-        n => Err(MemqError::Query(format!("expected one statement, found {n}"))),
+        n => Err(MemqError::Query(format!(
+            "expected one statement, found {n}"
+        ))),
     }
 }
 
@@ -182,15 +204,24 @@ mod tests {
         assert_eq!(parse_value("-7"), ScalarValue::Int64(Some(-7)));
         assert_eq!(parse_value("1.5"), ScalarValue::Float64(Some(1.5)));
         assert_eq!(parse_value("'42'"), ScalarValue::Utf8(Some("42".into())));
-        assert_eq!(parse_value("'it''s'"), ScalarValue::Utf8(Some("it's".into())));
+        assert_eq!(
+            parse_value("'it''s'"),
+            ScalarValue::Utf8(Some("it's".into()))
+        );
         assert_eq!(parse_value("HAL"), ScalarValue::Utf8(Some("HAL".into())));
         assert_eq!(parse_value("true"), ScalarValue::Boolean(Some(true)));
         assert_eq!(parse_value("NULL"), ScalarValue::Null);
-        assert_eq!(parse_value("1; DROP VIEW peaks"), ScalarValue::Utf8(Some("1; DROP VIEW peaks".into())));
+        assert_eq!(
+            parse_value("1; DROP VIEW peaks"),
+            ScalarValue::Utf8(Some("1; DROP VIEW peaks".into()))
+        );
         assert_eq!(parse_value("inf"), ScalarValue::Utf8(Some("inf".into())));
         assert!(parse_assignment("x").is_err());
         assert!(parse_assignment("1x=2").is_err());
-        assert_eq!(parse_assignment("$ts=5").unwrap(), ("ts".to_string(), ScalarValue::Int64(Some(5))));
+        assert_eq!(
+            parse_assignment("$ts=5").unwrap(),
+            ("ts".to_string(), ScalarValue::Int64(Some(5)))
+        );
     }
 
     #[tokio::test]
@@ -200,11 +231,21 @@ mod tests {
         params.insert("a".into(), ScalarValue::Int64(Some(-3)));
         params.insert("s".into(), parse_value("x'); DROP TABLE t; --"));
         params.insert("f".into(), ScalarValue::Float64(Some(0.25)));
-        let df = plan_one(&ctx, "SELECT $a + 1 AS a, $s AS s, $f * 2 AS f", &params).await.unwrap();
+        let df = plan_one(&ctx, "SELECT $a + 1 AS a, $s AS s, $f * 2 AS f", &params)
+            .await
+            .unwrap();
         let batches = df.collect().await.unwrap();
-        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
-        assert!(text.contains("| -2 | x'); DROP TABLE t; -- | 0.5 |"), "{text}");
-        let err = plan_one(&ctx, "SELECT $missing", &params).await.unwrap_err().to_string();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains("| -2 | x'); DROP TABLE t; -- | 0.5 |"),
+            "{text}"
+        );
+        let err = plan_one(&ctx, "SELECT $missing", &params)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("$missing"), "{err}");
     }
 }

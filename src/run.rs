@@ -29,17 +29,30 @@ impl StatementResult {
 
 /// Runs every statement of `sql` in order, binding `params`. `origin` names the text in errors
 /// (`q.sql: statement 2: ...`).
-pub async fn run_sql(ctx: &SessionContext, sql: &str, params: &Params, origin: &str) -> Result<Vec<StatementResult>> {
-    let statements = params::parse_statements(ctx, sql).map_err(|e| MemqError::Query(format!("{origin}: {e}")))?;
+pub async fn run_sql(
+    ctx: &SessionContext,
+    sql: &str,
+    params: &Params,
+    origin: &str,
+) -> Result<Vec<StatementResult>> {
+    let statements = params::parse_statements(ctx, sql)
+        .map_err(|e| MemqError::Query(format!("{origin}: {e}")))?;
     let many = statements.len() > 1;
     let mut out = Vec::new();
     for (i, stmt) in statements.into_iter().enumerate() {
-        let place = if many { format!("{origin}: statement {}", i + 1) } else { origin.to_string() };
+        let place = if many {
+            format!("{origin}: statement {}", i + 1)
+        } else {
+            origin.to_string()
+        };
         let df = params::plan_statement(ctx, stmt, params)
             .await
             .map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
         let schema = df.schema().inner().clone();
-        let batches = df.collect().await.map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
+        let batches = df
+            .collect()
+            .await
+            .map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
         out.push(StatementResult { schema, batches });
     }
     Ok(out)
@@ -63,7 +76,12 @@ pub struct WrittenResult {
 }
 
 /// Runs the query files in order. Returns the files written (empty on stdout).
-pub async fn run_files(ctx: &SessionContext, files: &[PathBuf], params: &Params, out: &RunOutput) -> Result<Vec<WrittenResult>> {
+pub async fn run_files(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+    params: &Params,
+    out: &RunOutput,
+) -> Result<Vec<WrittenResult>> {
     if let RunOutput::Dir(dir, _) = out {
         std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
     }
@@ -84,14 +102,25 @@ pub async fn run_files(ctx: &SessionContext, files: &[PathBuf], params: &Params,
         match out {
             RunOutput::Stdout(format, bytes) => {
                 for r in &results {
-                    let bytes = if *format == Format::Table { *bytes } else { BytesDisplay::Raw };
+                    let bytes = if *format == Format::Table {
+                        *bytes
+                    } else {
+                        BytesDisplay::Raw
+                    };
                     print!("{}", output::render(&r.schema, &r.batches, *format, bytes)?);
                 }
             }
             RunOutput::Dir(dir, format) => {
-                let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "result".into());
+                let stem = file
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "result".into());
                 for (i, r) in results.iter().enumerate() {
-                    let mut name = if results.len() == 1 { stem.clone() } else { format!("{stem}_{}", i + 1) };
+                    let mut name = if results.len() == 1 {
+                        stem.clone()
+                    } else {
+                        format!("{stem}_{}", i + 1)
+                    };
                     // Two query files with the same stem in different folders: keep both.
                     let mut n = 2;
                     while !used_names.insert(name.clone()) {
@@ -100,7 +129,11 @@ pub async fn run_files(ctx: &SessionContext, files: &[PathBuf], params: &Params,
                     }
                     let path = dir.join(format!("{name}.{}", format.ext()));
                     let rows = output::write_file(&path, &r.schema, &r.batches)?;
-                    written.push(WrittenResult { query_file: file.clone(), path, rows });
+                    written.push(WrittenResult {
+                        query_file: file.clone(),
+                        path,
+                        rows,
+                    });
                 }
             }
         }
@@ -111,7 +144,10 @@ pub async fn run_files(ctx: &SessionContext, files: &[PathBuf], params: &Params,
 /// Checks the `--param` names against the placeholders of the files, so a misspelt parameter is
 /// reported instead of being silently unused.
 pub fn unused_params(files: &[PathBuf], params: &Params) -> Vec<String> {
-    let texts: Vec<String> = files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect();
+    let texts: Vec<String> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
     params
         .keys()
         .filter(|name| !texts.iter().any(|t| mentions(t, name)))
@@ -122,7 +158,10 @@ pub fn unused_params(files: &[PathBuf], params: &Params) -> Vec<String> {
 fn mentions(text: &str, name: &str) -> bool {
     let needle = format!("${name}");
     text.match_indices(&needle).any(|(i, _)| {
-        !text[i + needle.len()..].chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        !text[i + needle.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
     })
 }
 

@@ -107,7 +107,8 @@ async fn write(engine: &Engine, path: &Path) -> Result<ToDbReport> {
     let mut conn = Connection::open(path).map_err(|e| db_error(path, e))?;
     conn.execute_batch("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;")
         .map_err(|e| db_error(path, e))?;
-    conn.execute_batch(CREATE_DUMP).map_err(|e| db_error(path, e))?;
+    conn.execute_batch(CREATE_DUMP)
+        .map_err(|e| db_error(path, e))?;
     let mut report = ToDbReport::default();
 
     let tx = conn.transaction().map_err(|e| db_error(path, e))?;
@@ -147,7 +148,10 @@ async fn write(engine: &Engine, path: &Path) -> Result<ToDbReport> {
                     Some(n) => n.to_string(),
                     None => "N/A".to_string(),
                 };
-                let ptr = c.u64(8, r).map(|p| format!("0x{p:016x}")).unwrap_or_else(|| "N/A".into());
+                let ptr = c
+                    .u64(8, r)
+                    .map(|p| format!("0x{p:016x}"))
+                    .unwrap_or_else(|| "N/A".into());
                 attr::parse_into(c.str(9, r).unwrap_or(""), &mut pairs);
                 let attr_json = attr::render_json(&pairs);
                 insert
@@ -173,9 +177,17 @@ async fn write(engine: &Engine, path: &Path) -> Result<ToDbReport> {
 
     // Python traces: one python_trace_<pid> table per process, rows in source order.
     let df = engine
-        .dataframe("SELECT pid, func_info, start_ts, end_ts, tid FROM python_trace ORDER BY source, line")
+        .dataframe(
+            "SELECT pid, func_info, start_ts, end_ts, tid FROM python_trace ORDER BY source, line",
+        )
         .await?;
-    let types = [DataType::Int64, DataType::Utf8, DataType::Int64, DataType::Int64, DataType::Int64];
+    let types = [
+        DataType::Int64,
+        DataType::Utf8,
+        DataType::Int64,
+        DataType::Int64,
+        DataType::Int64,
+    ];
     let mut stream = df.execute_stream().await?;
     let mut created = std::collections::HashSet::new();
     while let Some(batch) = stream.next().await {
@@ -194,7 +206,13 @@ async fn write(engine: &Engine, path: &Path) -> Result<ToDbReport> {
             let time = |v: Option<i64>| v.map(|t| t.to_string()).unwrap_or_else(|| "N/A".into());
             tx.execute(
                 &format!("INSERT INTO \"{table}\" VALUES (?1, ?2, ?3, ?4, ?5)"),
-                params![c.str(1, r).unwrap_or(""), time(c.i64(2, r)), time(c.i64(3, r)), c.i64(4, r).unwrap_or(-1), pid.unwrap_or(-1)],
+                params![
+                    c.str(1, r).unwrap_or(""),
+                    time(c.i64(2, r)),
+                    time(c.i64(3, r)),
+                    c.i64(4, r).unwrap_or(-1),
+                    pid.unwrap_or(-1)
+                ],
             )
             .map_err(|e| db_error(path, e))?;
             report.trace_rows += 1;

@@ -56,7 +56,10 @@ fn split_records(text: &str) -> Vec<Vec<(String, bool)>> {
             _ => field.push(ch),
         }
     }
-    assert!(field.is_empty() && rec.is_empty() && !in_q, "file must end with a newline");
+    assert!(
+        field.is_empty() && rec.is_empty() && !in_q,
+        "file must end with a newline"
+    );
     out
 }
 
@@ -71,17 +74,31 @@ fn read_dump(path: &Path) -> Vec<Row> {
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            assert_eq!(r.len(), 12, "{}: record {} has {} fields: {:?}", path.display(), i + 1, r.len(), r);
+            assert_eq!(
+                r.len(),
+                12,
+                "{}: record {} has {} fields: {:?}",
+                path.display(),
+                i + 1,
+                r.len(),
+                r
+            );
             if r[1].0 == "MSTX" {
                 assert!(r[3].1, "MSTX names are quoted");
             }
             if !r[9].0.is_empty() {
-                assert!(r[9].1 && r[9].0.starts_with('{') && r[9].0.ends_with('}'), "attr quoted with braces");
+                assert!(
+                    r[9].1 && r[9].0.starts_with('{') && r[9].0.ends_with('}'),
+                    "attr quoted with braces"
+                );
             }
             for k in [10, 11] {
                 if !r[k].0.is_empty() {
                     assert!(r[k].1, "stacks are quoted");
-                    assert!(r[k].0 == "NA" || r[k].0.ends_with('\n'), "stack frames end with a newline");
+                    assert!(
+                        r[k].0 == "NA" || r[k].0.ends_with('\n'),
+                        "stack frames end with a newline"
+                    );
                 }
             }
             Row {
@@ -103,7 +120,10 @@ fn read_dump(path: &Path) -> Vec<Row> {
 
 /// The §3.2 colon rule.
 fn attrs(attr: &str) -> HashMap<String, String> {
-    let s = attr.strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or(attr);
+    let s = attr
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .unwrap_or(attr);
     let mut out = HashMap::new();
     let colons: Vec<usize> = s.match_indices(':').map(|(i, _)| i).collect();
     let mut keys: Vec<(usize, usize)> = Vec::new(); // (key start, colon)
@@ -117,7 +137,11 @@ fn attrs(attr: &str) -> HashMap<String, String> {
         prev = c + 1;
     }
     for (i, &(ks, c)) in keys.iter().enumerate() {
-        let vend = if i + 1 < keys.len() { keys[i + 1].0 - 1 } else { s.len() };
+        let vend = if i + 1 < keys.len() {
+            keys[i + 1].0 - 1
+        } else {
+            s.len()
+        };
         out.insert(s[ks..c].to_string(), s[c + 1..vend].to_string());
     }
     out
@@ -128,10 +152,25 @@ fn int(a: &HashMap<String, String>, k: &str) -> Option<u64> {
 }
 
 fn group(owner: Option<&String>) -> String {
-    let Some(o) = owner else { return "(未标注)".into() };
+    let Some(o) = owner else {
+        return "(未标注)".into();
+    };
     let parts: Vec<&str> = o.split('@').collect();
-    let fw = ["PTA", "PTA_WORKSPACE", "ATB", "MINDSPORE", "HAL", "HOST", "HOST_PINNED", "CANN"];
-    let rest: &[&str] = if fw.contains(&parts[0]) { &parts[1..] } else { &parts[..] };
+    let fw = [
+        "PTA",
+        "PTA_WORKSPACE",
+        "ATB",
+        "MINDSPORE",
+        "HAL",
+        "HOST",
+        "HOST_PINNED",
+        "CANN",
+    ];
+    let rest: &[&str] = if fw.contains(&parts[0]) {
+        &parts[1..]
+    } else {
+        &parts[..]
+    };
     rest.first().map_or("(未标注)".into(), |s| s.to_string())
 }
 
@@ -144,7 +183,11 @@ fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 out.insert(rel, fs::read(&p).unwrap());
             }
         }
@@ -162,7 +205,8 @@ fn sorted(rows: &[Row]) -> Vec<Row> {
 
 fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
     // truth.json on disk equals the returned value
-    let on_disk: Truth = serde_json::from_slice(&fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let on_disk: Truth =
+        serde_json::from_slice(&fs::read(dir.join("truth.json")).unwrap()).unwrap();
     assert_eq!(&on_disk, t);
     assert_eq!(&t.config, cfg);
 
@@ -177,7 +221,11 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                 assert_eq!(rows.len() as u64, f.rows, "{}: row count", f.path);
                 let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
                 for r in &rows {
-                    *counts.entry(r.event.clone()).or_default().entry(r.etype.clone()).or_default() += 1;
+                    *counts
+                        .entry(r.event.clone())
+                        .or_default()
+                        .entry(r.etype.clone())
+                        .or_default() += 1;
                 }
                 assert_eq!(counts, f.counts, "{}: counts per event", f.path);
                 total_rows += f.rows;
@@ -186,7 +234,10 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
             "python_trace" => {
                 let text = fs::read_to_string(&path).unwrap();
                 let mut lines = text.lines();
-                assert_eq!(lines.next(), Some("FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id"));
+                assert_eq!(
+                    lines.next(),
+                    Some("FuncInfo,StartTime(ns),EndTime(ns),Thread Id,Process Id")
+                );
                 assert_eq!(lines.count() as u64, f.rows);
             }
             "compare" => {
@@ -212,8 +263,15 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
         let proc_t = t.processes.iter().find(|p| p.pid == pid).unwrap();
 
         // Device-less rows form the tail of every file of the process, identical in each.
-        let tail: Vec<&Row> = rows.iter().rev().take_while(|r| r.device == "N/A").collect();
-        assert!(rows.iter().filter(|r| r.device == "N/A").count() == tail.len(), "{key}: N/A rows only at the end");
+        let tail: Vec<&Row> = rows
+            .iter()
+            .rev()
+            .take_while(|r| r.device == "N/A")
+            .collect();
+        assert!(
+            rows.iter().filter(|r| r.device == "N/A").count() == tail.len(),
+            "{key}: N/A rows only at the end"
+        );
         let n_start = tail.iter().filter(|r| r.etype == "START_TRACE").count();
         assert_eq!(n_start, proc_t.start_trace_ts.len());
         for r in rows.iter().filter(|r| r.device != "N/A") {
@@ -222,7 +280,10 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
 
         // Every MALLOC has exactly one FREE (same allocation_id), FREEs never come alone.
         let mut by_alloc: HashMap<u64, (u32, u32)> = HashMap::new();
-        for r in rows.iter().filter(|r| r.event == "MALLOC" || r.event == "FREE") {
+        for r in rows
+            .iter()
+            .filter(|r| r.event == "MALLOC" || r.event == "FREE")
+        {
             let a = attrs(&r.attr);
             let id = int(&a, "allocation_id").unwrap();
             assert_eq!(a["addr"], r.ptr);
@@ -234,7 +295,9 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
             }
             let shadow = a.get("shadow").map(|s| s.as_str()) == Some("true");
             if shadow {
-                assert!(!a.contains_key("total") && !a.contains_key("used") && !a.contains_key("owner"));
+                assert!(
+                    !a.contains_key("total") && !a.contains_key("used") && !a.contains_key("owner")
+                );
                 if r.event == "MALLOC" {
                     promoted += 1;
                 } else {
@@ -278,11 +341,17 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
             let mut last_total: Option<u64> = None;
             let mut exps = Vec::new();
             let mut first = true;
-            for r in srt.iter().filter(|r| r.etype == "PTA" && (r.event == "MALLOC" || r.event == "FREE")) {
+            for r in srt
+                .iter()
+                .filter(|r| r.etype == "PTA" && (r.event == "MALLOC" || r.event == "FREE"))
+            {
                 let a = attrs(&r.attr);
                 let size = int(&a, "size").unwrap();
                 if r.event == "MALLOC" {
-                    assert!(live.insert(r.ptr.clone(), size).is_none(), "address reuse in PTA");
+                    assert!(
+                        live.insert(r.ptr.clone(), size).is_none(),
+                        "address reuse in PTA"
+                    );
                     sum += size;
                 } else {
                     sum -= live.remove(&r.ptr).expect("FREE of a live block");
@@ -305,11 +374,22 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                     last_total = Some(total);
                 }
             }
-            let pt = t.pools.iter().find(|p| p.pid == pid && p.device == device && p.pool == "PTA").unwrap();
-            assert_eq!((pt.peak_used, pt.peak_used_ts), (peak, peak_ts), "{key}: PTA peak");
+            let pt = t
+                .pools
+                .iter()
+                .find(|p| p.pid == pid && p.device == device && p.pool == "PTA")
+                .unwrap();
+            assert_eq!(
+                (pt.peak_used, pt.peak_used_ts),
+                (peak, peak_ts),
+                "{key}: PTA peak"
+            );
             assert_eq!(pt.peak_total, Some(peak_total));
-            let texps: Vec<(u64, u64, u64)> =
-                pt.expansions.iter().map(|e| (e.ts, e.total_before, e.total_after)).collect();
+            let texps: Vec<(u64, u64, u64)> = pt
+                .expansions
+                .iter()
+                .map(|e| (e.ts, e.total_before, e.total_after))
+                .collect();
             assert_eq!(texps, exps, "{key}: expansions");
 
             // HAL: pairing peak, and the HAL segment list.
@@ -322,7 +402,10 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                 let a = attrs(&r.attr);
                 let size = int(&a, "size").unwrap() as i64;
                 if r.event == "MALLOC" {
-                    assert!(live.insert(r.ptr.clone(), size as u64).is_none(), "HAL reuse without fill-in");
+                    assert!(
+                        live.insert(r.ptr.clone(), size as u64).is_none(),
+                        "HAL reuse without fill-in"
+                    );
                     sum += size;
                     segs.push((
                         r.ts,
@@ -341,13 +424,30 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                     peak_ts = r.ts;
                 }
             }
-            let ht = t.pools.iter().find(|p| p.pid == pid && p.device == device && p.pool == "HAL").unwrap();
-            assert_eq!((ht.peak_used as i64, ht.peak_used_ts), (peak, peak_ts), "{key}: HAL peak");
+            let ht = t
+                .pools
+                .iter()
+                .find(|p| p.pid == pid && p.device == device && p.pool == "HAL")
+                .unwrap();
+            assert_eq!(
+                (ht.peak_used as i64, ht.peak_used_ts),
+                (peak, peak_ts),
+                "{key}: HAL peak"
+            );
             let mut tsegs: Vec<_> = t
                 .hal_segments
                 .iter()
                 .filter(|s| s.pid == pid && s.device == device)
-                .map(|s| (s.ts, s.ptr, s.size, s.owner.clone(), s.alloc_type.clone(), s.page_type.clone()))
+                .map(|s| {
+                    (
+                        s.ts,
+                        s.ptr,
+                        s.size,
+                        s.owner.clone(),
+                        s.alloc_type.clone(),
+                        s.page_type.clone(),
+                    )
+                })
                 .collect();
             segs.sort();
             tsegs.sort();
@@ -373,15 +473,35 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                 let ps = pt.steps.iter().find(|s| s.step == w.step).unwrap();
                 let hs = ht.steps.iter().find(|s| s.step == w.step).unwrap();
                 if !w.collected {
-                    assert_eq!((ps.peak_used, ps.end_used, hs.peak_used, hs.end_used), (None, None, None, None));
+                    assert_eq!(
+                        (ps.peak_used, ps.end_used, hs.peak_used, hs.end_used),
+                        (None, None, None, None)
+                    );
                     continue;
                 }
                 let end = w.end_ts.unwrap_or(u64::MAX);
-                let inside: Vec<u64> =
-                    pta_rows.iter().filter(|(ts, _)| *ts >= w.start_ts && *ts <= end).map(|x| x.1).collect();
-                assert_eq!(ps.peak_used, inside.iter().max().copied(), "{key}: PTA step {} peak", w.step);
-                let last = pta_rows.iter().rev().find(|(ts, _)| *ts <= end).map(|x| x.1);
-                assert_eq!(ps.end_used, w.end_ts.and(last), "{key}: PTA step {} end", w.step);
+                let inside: Vec<u64> = pta_rows
+                    .iter()
+                    .filter(|(ts, _)| *ts >= w.start_ts && *ts <= end)
+                    .map(|x| x.1)
+                    .collect();
+                assert_eq!(
+                    ps.peak_used,
+                    inside.iter().max().copied(),
+                    "{key}: PTA step {} peak",
+                    w.step
+                );
+                let last = pta_rows
+                    .iter()
+                    .rev()
+                    .find(|(ts, _)| *ts <= end)
+                    .map(|x| x.1);
+                assert_eq!(
+                    ps.end_used,
+                    w.end_ts.and(last),
+                    "{key}: PTA step {} end",
+                    w.step
+                );
                 let mut cur = 0i64;
                 let mut pk = None;
                 for &(ts, _, _, dl) in &hal_deltas {
@@ -396,9 +516,19 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                         pk = pk.max(Some(cur));
                     }
                 }
-                assert_eq!(hs.peak_used, Some(pk.unwrap_or(cur) as u64), "{key}: HAL step {} peak", w.step);
+                assert_eq!(
+                    hs.peak_used,
+                    Some(pk.unwrap_or(cur) as u64),
+                    "{key}: HAL step {} peak",
+                    w.step
+                );
                 if w.end_ts.is_some() {
-                    assert_eq!(hs.end_used, Some(cur as u64), "{key}: HAL step {} end", w.step);
+                    assert_eq!(
+                        hs.end_used,
+                        Some(cur as u64),
+                        "{key}: HAL step {} end",
+                        w.step
+                    );
                 }
             }
             if !proc_t.exit_stopped {
@@ -412,15 +542,25 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
             }
 
             // Breakdown at the PTA peak: live blocks by level-1 group, PTA and HAL.
-            for bd in t.breakdowns.iter().filter(|b| b.pid == pid && b.device == device) {
+            for bd in t
+                .breakdowns
+                .iter()
+                .filter(|b| b.pid == pid && b.device == device)
+            {
                 let mut live: HashMap<String, (u64, Option<String>)> = HashMap::new();
-                for r in srt.iter().filter(|r| r.etype == bd.pool && (r.event == "MALLOC" || r.event == "FREE")) {
+                for r in srt
+                    .iter()
+                    .filter(|r| r.etype == bd.pool && (r.event == "MALLOC" || r.event == "FREE"))
+                {
                     if r.ts > bd.at_ts {
                         break;
                     }
                     let a = attrs(&r.attr);
                     if r.event == "MALLOC" {
-                        live.insert(r.ptr.clone(), (int(&a, "size").unwrap(), a.get("owner").cloned()));
+                        live.insert(
+                            r.ptr.clone(),
+                            (int(&a, "size").unwrap(), a.get("owner").cloned()),
+                        );
                     } else {
                         live.remove(&r.ptr);
                     }
@@ -431,31 +571,58 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                     e.0 += size;
                     e.1 += 1;
                 }
-                let tg: BTreeMap<String, (u64, u64)> =
-                    bd.groups.iter().map(|x| (x.group.clone(), (x.bytes, x.blocks))).collect();
+                let tg: BTreeMap<String, (u64, u64)> = bd
+                    .groups
+                    .iter()
+                    .map(|x| (x.group.clone(), (x.bytes, x.blocks)))
+                    .collect();
                 assert_eq!(g, tg, "{key}: breakdown {} at {}", bd.pool, bd.at_ts);
                 assert_eq!(pt.peak_used_ts, bd.at_ts);
             }
             if bd_required(cfg) {
-                let pta_bd = t.breakdowns.iter().find(|b| b.pid == pid && b.device == device && b.pool == "PTA").unwrap();
-                assert_eq!(pta_bd.total_bytes, pt.peak_used, "PTA breakdown sums to the PTA peak");
+                let pta_bd = t
+                    .breakdowns
+                    .iter()
+                    .find(|b| b.pid == pid && b.device == device && b.pool == "PTA")
+                    .unwrap();
+                assert_eq!(
+                    pta_bd.total_bytes, pt.peak_used,
+                    "PTA breakdown sums to the PTA peak"
+                );
             }
         }
 
         // Leak blocks: MALLOC with the leak owner and a shadow FREE at the fill-in time.
-        for lb in t.leak.blocks.iter().filter(|b| b.pid == pid && b.device == device) {
+        for lb in t
+            .leak
+            .blocks
+            .iter()
+            .filter(|b| b.pid == pid && b.device == device)
+        {
             let m = rows
                 .iter()
-                .find(|r| r.event == "MALLOC" && attrs(&r.attr).get("allocation_id").map(|s| s.parse::<u64>().unwrap()) == Some(lb.allocation_id))
+                .find(|r| {
+                    r.event == "MALLOC"
+                        && attrs(&r.attr)
+                            .get("allocation_id")
+                            .map(|s| s.parse::<u64>().unwrap())
+                            == Some(lb.allocation_id)
+                })
                 .unwrap();
             let a = attrs(&m.attr);
             assert_eq!(a["owner"], lb.owner);
             assert_eq!(int(&a, "size"), Some(lb.size));
             assert_eq!(m.ts, lb.alloc_ts);
-            assert!(!m.py.is_empty() && !m.c.is_empty(), "leak MALLOCs carry stacks");
+            assert!(
+                !m.py.is_empty() && !m.c.is_empty(),
+                "leak MALLOCs carry stacks"
+            );
             let f = rows
                 .iter()
-                .find(|r| r.event == "FREE" && int(&attrs(&r.attr), "allocation_id") == Some(lb.allocation_id))
+                .find(|r| {
+                    r.event == "FREE"
+                        && int(&attrs(&r.attr), "allocation_id") == Some(lb.allocation_id)
+                })
                 .unwrap();
             assert_eq!(attrs(&f.attr)["shadow"], "true");
             assert_eq!(f.ts, lb.free_ts);
@@ -463,7 +630,10 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
 
         // OOM: trigger, automatic snapshot, device-less RECENT/TOP at the end.
         for o in t.oom.iter().filter(|o| o.pid == pid) {
-            let recent: Vec<&&Row> = tail.iter().filter(|r| r.etype == "OOM_RECENT_ALLOC").collect();
+            let recent: Vec<&&Row> = tail
+                .iter()
+                .filter(|r| r.etype == "OOM_RECENT_ALLOC")
+                .collect();
             let top: Vec<&&Row> = tail.iter().filter(|r| r.etype == "OOM_TOP_ALLOC").collect();
             assert_eq!(recent.len(), o.recent.len());
             assert_eq!(top.len(), o.top.len());
@@ -483,23 +653,40 @@ fn check(cfg: &GenConfig, dir: &Path, t: &Truth) {
                 let snap = rows.iter().find(|r| r.name == "OOM_Snapshot").unwrap();
                 assert_eq!(snap.ts, o.snapshot_ts);
                 assert_eq!(int(&attrs(&snap.attr), "free"), Some(o.free));
-                assert!(o.req_size >= o.free, "the failed request exceeds free memory");
+                assert!(
+                    o.req_size >= o.free,
+                    "the failed request exceeds free memory"
+                );
             }
         }
 
         // Steps: written STEP rows are the collected steps.
-        let steps: Vec<u32> = rows.iter().filter(|r| r.etype == "STEP").map(|r| r.name.parse().unwrap()).collect();
-        let want: Vec<u32> =
-            proc_t.steps.iter().filter(|s| s.device == device && s.collected).map(|s| s.step).collect();
+        let steps: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.etype == "STEP")
+            .map(|r| r.name.parse().unwrap())
+            .collect();
+        let want: Vec<u32> = proc_t
+            .steps
+            .iter()
+            .filter(|s| s.device == device && s.collected)
+            .map(|s| s.step)
+            .collect();
         if device != "cpu" {
             assert_eq!(steps, want, "{key}: STEP rows");
         }
     }
     assert_eq!(promoted, t.shadow.promoted_mallocs);
-    assert_eq!(shadow_frees, t.shadow.stop_period_frees + t.shadow.exit_fill_ins + t.shadow.residual_fill_ins);
+    assert_eq!(
+        shadow_frees,
+        t.shadow.stop_period_frees + t.shadow.exit_fill_ins + t.shadow.residual_fill_ins
+    );
     let leak_total: u64 = t.leak.blocks.iter().map(|b| b.size).sum();
     assert_eq!(leak_total, t.leak.bytes);
-    assert_eq!(t.leak.bytes, cfg.leak_bytes.div_ceil(512) * 512 * cfg.devices as u64);
+    assert_eq!(
+        t.leak.bytes,
+        cfg.leak_bytes.div_ceil(512) * 512 * cfg.devices as u64
+    );
 }
 
 fn bd_required(cfg: &GenConfig) -> bool {
@@ -534,9 +721,16 @@ fn committed_fixture_is_small_output() {
     let d = tmp();
     generate(&GenConfig::small(), d.path()).unwrap();
     let (want, got) = (files_under(&fixture), files_under(d.path()));
-    assert_eq!(want.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>(), "file set");
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>(),
+        "file set"
+    );
     for (k, v) in &got {
-        assert!(v == &want[k], "{k} differs from the committed fixture (regenerate with memq-gen --small)");
+        assert!(
+            v == &want[k],
+            "{k} differs from the committed fixture (regenerate with memq-gen --small)"
+        );
     }
     let size: usize = want.values().map(|v| v.len()).sum();
     assert!(size < 300 * 1024, "fixture is {size} bytes");
@@ -557,15 +751,44 @@ fn small_run_is_self_consistent() {
     assert!(t.shadow.residual_fill_ins > 0);
     assert_eq!(t.processes[0].stop_trace_ts.len(), 1);
     assert_eq!(t.processes[0].start_trace_ts.len(), 2);
-    assert!(t.pools.iter().any(|p| p.pool == "PTA" && !p.expansions.is_empty()));
-    assert!(t.hal_segments.iter().any(|s| s.owner == "CANN@HCCL" && s.size == 401 * 1024 * 1024));
-    for f in t.files.iter().filter(|f| f.kind == "dump" && f.device != "cpu") {
+    assert!(t
+        .pools
+        .iter()
+        .any(|p| p.pool == "PTA" && !p.expansions.is_empty()));
+    assert!(t
+        .hal_segments
+        .iter()
+        .any(|s| s.owner == "CANN@HCCL" && s.size == 401 * 1024 * 1024));
+    for f in t
+        .files
+        .iter()
+        .filter(|f| f.kind == "dump" && f.device != "cpu")
+    {
         assert!((200..=900).contains(&f.rows), "{}: {} rows", f.path, f.rows);
-        for (e, t) in [("MALLOC", "HAL"), ("ACCESS", "READ"), ("SNAPSHOT", "SNAPSHOT"), ("MSTX", "Range_end"), ("SYSTEM", "STEP")] {
-            assert!(f.counts.get(e).and_then(|m| m.get(t)).is_some(), "{}: no {e}/{t}", f.path);
+        for (e, t) in [
+            ("MALLOC", "HAL"),
+            ("ACCESS", "READ"),
+            ("SNAPSHOT", "SNAPSHOT"),
+            ("MSTX", "Range_end"),
+            ("SYSTEM", "STEP"),
+        ] {
+            assert!(
+                f.counts.get(e).and_then(|m| m.get(t)).is_some(),
+                "{}: no {e}/{t}",
+                f.path
+            );
         }
     }
-    let dev0 = fs::read_to_string(d.path().join(&t.files.iter().find(|f| f.device == "0" && f.kind == "dump").unwrap().path)).unwrap();
+    let dev0 = fs::read_to_string(
+        d.path().join(
+            &t.files
+                .iter()
+                .find(|f| f.device == "0" && f.kind == "dump")
+                .unwrap()
+                .path,
+        ),
+    )
+    .unwrap();
     for needle in [
         "shape:[",
         "shape:torch.Size([",
@@ -617,7 +840,10 @@ fn event_target_is_approximate() {
     let d = tmp();
     let t = generate(&cfg, d.path()).unwrap();
     let r = t.rows_written as f64;
-    assert!((45_000.0..=75_000.0).contains(&r), "{r} rows for a 60000 target");
+    assert!(
+        (45_000.0..=75_000.0).contains(&r),
+        "{r} rows for a 60000 target"
+    );
     check(&cfg, d.path(), &t);
 }
 
@@ -633,7 +859,9 @@ fn db_format_follows_the_tool() {
     for f in t.files.iter().filter(|f| f.kind == "dump") {
         assert!(f.path.ends_with(".db"));
         let conn = rusqlite::Connection::open(d.path().join(&f.path)).unwrap();
-        let rows: i64 = conn.query_row("SELECT count(*) FROM memscope_dump", [], |r| r.get(0)).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM memscope_dump", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(rows as u64, f.rows);
         n += f.rows;
         let mut st = conn
@@ -641,10 +869,17 @@ fn db_format_follows_the_tool() {
             .unwrap();
         let mut it = st.query([]).unwrap();
         while let Some(r) = it.next().unwrap() {
-            let (ev, name, attr, py): (String, String, String, String) =
-                (r.get(0).unwrap(), r.get(1).unwrap(), r.get(2).unwrap(), r.get(3).unwrap());
+            let (ev, name, attr, py): (String, String, String, String) = (
+                r.get(0).unwrap(),
+                r.get(1).unwrap(),
+                r.get(2).unwrap(),
+                r.get(3).unwrap(),
+            );
             let v: serde_json::Value = serde_json::from_str(&attr).unwrap();
-            assert!(v.as_object().unwrap().values().all(|x| x.is_string()), "{attr}");
+            assert!(
+                v.as_object().unwrap().values().all(|x| x.is_string()),
+                "{attr}"
+            );
             if ev == "MSTX" {
                 assert!(name.starts_with('"') && name.ends_with('"'));
             }
@@ -655,7 +890,11 @@ fn db_format_follows_the_tool() {
         }
         if f.device != "cpu" {
             let tables: i64 = conn
-                .query_row("SELECT count(*) FROM sqlite_master WHERE name LIKE 'python_trace_%'", [], |r| r.get(0))
+                .query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE name LIKE 'python_trace_%'",
+                    [],
+                    |r| r.get(0),
+                )
                 .unwrap();
             assert_eq!(tables, 1);
         }

@@ -18,7 +18,12 @@ use memq::ingest::{ingest, IngestOptions};
 use serde_json::Value;
 use tempfile::TempDir;
 
-const SAMPLES: [&str; 4] = ["v1_smoke_multiproc_a", "v1_smoke_multiproc_b", "v2_compare_baseline", "v2_compare_leaks"];
+const SAMPLES: [&str; 4] = [
+    "v1_smoke_multiproc_a",
+    "v1_smoke_multiproc_b",
+    "v2_compare_baseline",
+    "v2_compare_leaks",
+];
 
 /// The reference prints this for owners without a level; memq says `(unlabelled)`.
 const REF_UNLABELLED: &str = "(未标注)";
@@ -27,11 +32,14 @@ const REF_NO_STACK: &str = "(无 Python 调用栈)";
 
 fn golden_all() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/expected.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("tests/golden/expected.json")).expect("golden json")
+    serde_json::from_str(&std::fs::read_to_string(path).expect("tests/golden/expected.json"))
+        .expect("golden json")
 }
 
 fn real_sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/memscope/real").join(format!("{name}.csv"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/memscope/real")
+        .join(format!("{name}.csv"))
 }
 
 /// One real sample ingested into a temporary dataset, with its golden figures.
@@ -46,7 +54,12 @@ struct Sample {
 
 async fn ingest_into(dir: &TempDir, inputs: &[PathBuf]) -> Engine {
     let dataset = dir.path().join("t.memq");
-    let opts = IngestOptions { output: dataset.clone(), force: false, strict: false, progress: false };
+    let opts = IngestOptions {
+        output: dataset.clone(),
+        force: false,
+        strict: false,
+        progress: false,
+    };
     ingest(inputs, &opts).await.expect("ingest");
     Engine::open(&dataset).await.expect("open dataset")
 }
@@ -59,7 +72,13 @@ async fn sample(name: &'static str, golden: &Value) -> Sample {
         Some("us") => 1000,
         _ => 1,
     };
-    Sample { name, _dir: dir, engine, golden: g, scale }
+    Sample {
+        name,
+        _dir: dir,
+        engine,
+        golden: g,
+        scale,
+    }
 }
 
 /// Every sample, ingested once for the calling test.
@@ -76,7 +95,11 @@ fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let opts = FormatOptions::default().with_null("NULL");
     let mut rows = Vec::new();
     for b in batches {
-        let fmts: Vec<_> = b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap()).collect();
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
         for r in 0..b.num_rows() {
             rows.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
         }
@@ -85,7 +108,12 @@ fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
 }
 
 async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
-    cells(&engine.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")))
+    cells(
+        &engine
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}")),
+    )
 }
 
 /// A single integer result; NULL (e.g. the SUM of no rows) reads as 0.
@@ -95,7 +123,9 @@ async fn int(engine: &Engine, sql: &str) -> i64 {
     if r[0][0] == "NULL" {
         return 0;
     }
-    r[0][0].parse().unwrap_or_else(|_| panic!("{sql}: not an integer: {r:?}"))
+    r[0][0]
+        .parse()
+        .unwrap_or_else(|_| panic!("{sql}: not an integer: {r:?}"))
 }
 
 fn i(v: &Value) -> i64 {
@@ -115,13 +145,21 @@ fn pct1(num: i64, den: i64) -> f64 {
 }
 
 fn memq_label(reference: &str) -> String {
-    if reference == REF_UNLABELLED { "(unlabelled)".into() } else { reference.into() }
+    if reference == REF_UNLABELLED {
+        "(unlabelled)".into()
+    } else {
+        reference.into()
+    }
 }
 
 impl Sample {
     /// The quirk entry of expected.json for one reference figure, if the reference got it wrong.
     fn quirk(&self, figure: &str) -> Option<&Value> {
-        self.golden["quirks"].as_array().unwrap().iter().find(|q| q["figure"] == figure)
+        self.golden["quirks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["figure"] == figure)
     }
 
     fn raw(&self, ts_ns: i64) -> i64 {
@@ -143,7 +181,11 @@ impl Sample {
 }
 
 fn map_of(v: &Value) -> BTreeMap<String, i64> {
-    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), i(v))).collect()
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), i(v)))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,38 +197,118 @@ async fn stats_match_reference_stats() {
         let (e, g, n) = (&smp.engine, &smp.golden["stats"], smp.name);
         let total = int(e, "SELECT SUM(rows) FROM stats").await;
         assert_eq!(total, i(&g["rows"]), "{n}: rows");
-        let r = rows(e, "SELECT MIN(first_ts_raw), MAX(last_ts_raw), MIN(first_ts), MAX(last_ts) FROM stats").await;
-        assert_eq!(r[0][0], g["first_ts"].to_string(), "{n}: first ts (file unit)");
-        assert_eq!(r[0][1], g["last_ts"].to_string(), "{n}: last ts (file unit)");
-        assert_eq!(r[0][2], smp.ns(i(&g["first_ts"])).to_string(), "{n}: first ts (ns)");
-        assert_eq!(r[0][3], smp.ns(i(&g["last_ts"])).to_string(), "{n}: last ts (ns)");
+        let r = rows(
+            e,
+            "SELECT MIN(first_ts_raw), MAX(last_ts_raw), MIN(first_ts), MAX(last_ts) FROM stats",
+        )
+        .await;
+        assert_eq!(
+            r[0][0],
+            g["first_ts"].to_string(),
+            "{n}: first ts (file unit)"
+        );
+        assert_eq!(
+            r[0][1],
+            g["last_ts"].to_string(),
+            "{n}: last ts (file unit)"
+        );
+        assert_eq!(
+            r[0][2],
+            smp.ns(i(&g["first_ts"])).to_string(),
+            "{n}: first ts (ns)"
+        );
+        assert_eq!(
+            r[0][3],
+            smp.ns(i(&g["last_ts"])).to_string(),
+            "{n}: last ts (ns)"
+        );
         // per Event: rows and share of all rows (the reference prints one decimal)
         let by_event = rows(e, "SELECT event, SUM(rows), SUM(share) FROM stats GROUP BY event ORDER BY SUM(rows) DESC, event").await;
         let expected = g["by_event"].as_array().unwrap();
         assert_eq!(by_event.len(), expected.len(), "{n}: events {by_event:?}");
         for want in expected {
-            let got = by_event.iter().find(|r| r[0] == s(&want[0])).unwrap_or_else(|| panic!("{n}: no {want}"));
+            let got = by_event
+                .iter()
+                .find(|r| r[0] == s(&want[0]))
+                .unwrap_or_else(|| panic!("{n}: no {want}"));
             assert_eq!(got[1], want[1].to_string(), "{n}: rows of {}", want[0]);
             let share: f64 = got[2].parse().unwrap();
-            assert!((share - want[2].as_f64().unwrap()).abs() <= 0.05, "{n}: share of {}: {share}", want[0]);
+            assert!(
+                (share - want[2].as_f64().unwrap()).abs() <= 0.05,
+                "{n}: share of {}: {share}",
+                want[0]
+            );
         }
-        let by_type = rows(e, "SELECT event_type, SUM(rows) FROM stats GROUP BY event_type").await;
+        let by_type = rows(
+            e,
+            "SELECT event_type, SUM(rows) FROM stats GROUP BY event_type",
+        )
+        .await;
         let expected = g["by_event_type"].as_array().unwrap();
-        assert_eq!(by_type.len(), expected.len(), "{n}: event types {by_type:?}");
+        assert_eq!(
+            by_type.len(),
+            expected.len(),
+            "{n}: event types {by_type:?}"
+        );
         for want in expected {
-            assert!(by_type.contains(&vec![s(&want[0]).to_string(), want[1].to_string()]), "{n}: {want} in {by_type:?}");
+            assert!(
+                by_type.contains(&vec![s(&want[0]).to_string(), want[1].to_string()]),
+                "{n}: {want} in {by_type:?}"
+            );
         }
         let sum = |cond: &str, col: &str| format!("SELECT SUM({col}) FROM stats WHERE {cond}");
-        assert_eq!(int(e, &sum("event = 'MALLOC'", "rows")).await, i(&g["malloc_rows"]), "{n}");
-        assert_eq!(int(e, &sum("event = 'MALLOC'", "owner_rows")).await, i(&g["malloc_with_owner"]), "{n}");
-        assert_eq!(int(e, &sum("event = 'FREE'", "rows")).await, i(&g["free_rows"]), "{n}");
-        assert_eq!(int(e, &sum("event = 'FREE'", "shadow_rows")).await, i(&g["free_shadow"]), "{n}");
-        assert_eq!(int(e, &sum("event = 'SNAPSHOT'", "rows")).await, i(&g["snapshot_rows"]), "{n}");
-        assert_eq!(int(e, &sum("event = 'OOM_DETAIL'", "rows")).await, i(&g["oom_rows"]), "{n}");
-        assert_eq!(int(e, &sum("event IN ('MALLOC', 'OOM_DETAIL')", "py_stack_rows")).await, i(&g["stack_rows"]), "{n}");
+        assert_eq!(
+            int(e, &sum("event = 'MALLOC'", "rows")).await,
+            i(&g["malloc_rows"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(e, &sum("event = 'MALLOC'", "owner_rows")).await,
+            i(&g["malloc_with_owner"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(e, &sum("event = 'FREE'", "rows")).await,
+            i(&g["free_rows"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(e, &sum("event = 'FREE'", "shadow_rows")).await,
+            i(&g["free_shadow"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(e, &sum("event = 'SNAPSHOT'", "rows")).await,
+            i(&g["snapshot_rows"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(e, &sum("event = 'OOM_DETAIL'", "rows")).await,
+            i(&g["oom_rows"]),
+            "{n}"
+        );
+        assert_eq!(
+            int(
+                e,
+                &sum("event IN ('MALLOC', 'OOM_DETAIL')", "py_stack_rows")
+            )
+            .await,
+            i(&g["stack_rows"]),
+            "{n}"
+        );
         // memq's own extra: bytes allocated = the reference's --group-by event_type --metric total
-        for want in smp.golden["group_by"]["event_type_total"].as_array().unwrap() {
-            let got = int(e, &sum(&format!("event = 'MALLOC' AND event_type = '{}'", s(&want[0])), "size_bytes")).await;
+        for want in smp.golden["group_by"]["event_type_total"]
+            .as_array()
+            .unwrap()
+        {
+            let got = int(
+                e,
+                &sum(
+                    &format!("event = 'MALLOC' AND event_type = '{}'", s(&want[0])),
+                    "size_bytes",
+                ),
+            )
+            .await;
             assert_eq!(got, i(&want[1]), "{n}: MALLOC bytes of {}", want[0]);
         }
     }
@@ -208,13 +330,33 @@ async fn capabilities_follow_the_reference_stats() {
         let yes = |b: bool| b.to_string();
         assert_eq!(r[0], s(&g["ts_unit"]), "{n}: ts_unit");
         assert_eq!(r[1], st["rows"].to_string(), "{n}: rows");
-        assert_eq!(r[2], yes(i(&st["malloc_with_owner"]) > 0), "{n}: has_owners");
+        assert_eq!(
+            r[2],
+            yes(i(&st["malloc_with_owner"]) > 0),
+            "{n}: has_owners"
+        );
         assert_eq!(r[3], yes(i(&st["stack_rows"]) > 0), "{n}: has_py_stacks");
-        assert_eq!(r[4], yes(i(&st["malloc_rows"]) > 0 && i(&st["free_rows"]) > 0), "{n}: has_alloc_free");
-        assert_eq!(r[5], yes(!g["peak"]["used"].is_null()), "{n}: has_pool_counters");
-        assert_eq!(r[6], yes(!g["peak"]["device_used"].is_null()), "{n}: has_device_used");
+        assert_eq!(
+            r[4],
+            yes(i(&st["malloc_rows"]) > 0 && i(&st["free_rows"]) > 0),
+            "{n}: has_alloc_free"
+        );
+        assert_eq!(
+            r[5],
+            yes(!g["peak"]["used"].is_null()),
+            "{n}: has_pool_counters"
+        );
+        assert_eq!(
+            r[6],
+            yes(!g["peak"]["device_used"].is_null()),
+            "{n}: has_device_used"
+        );
         assert_eq!(r[7], yes(i(&st["free_shadow"]) > 0), "{n}: has_shadow");
-        let stops = st["by_event_type"].as_array().unwrap().iter().any(|p| p[0] == "STOP_TRACE");
+        let stops = st["by_event_type"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p[0] == "STOP_TRACE");
         assert_eq!(r[8], yes(stops), "{n}: has_stop_periods");
         assert_eq!(r[9], yes(i(&st["snapshot_rows"]) > 0), "{n}: has_snapshots");
         assert_eq!(r[10], yes(i(&st["oom_rows"]) > 0), "{n}: has_oom");
@@ -223,7 +365,10 @@ async fn capabilities_follow_the_reference_stats() {
         assert_eq!(r[11], if g1 { "2" } else { "1" }, "{n}: processes");
         assert_eq!(r[12], if g1 { "7" } else { "0" }, "{n}: unmatched_frees");
         // never-freed blocks = the (correct) leak candidate count: none of these has shadow rows
-        let leaks = smp.quirk("leak_candidates.default").map(|q| &q["correct"]).unwrap_or(&g["leak_candidates"]["default"]);
+        let leaks = smp
+            .quirk("leak_candidates.default")
+            .map(|q| &q["correct"])
+            .unwrap_or(&g["leak_candidates"]["default"]);
         assert_eq!(r[13], leaks["blocks"].to_string(), "{n}: never_freed");
     }
 }
@@ -237,13 +382,24 @@ async fn curve_and_peaks_match_reference_peak_and_curve() {
         let (e, g, n) = (&smp.engine, &smp.golden, smp.name);
         // --curve lists every row with `used`: memq has the same points, split into series.
         let c = &g["curve"];
-        assert_eq!(int(e, "SELECT COUNT(used) FROM curve").await, i(&c["points"]), "{n}: curve points");
+        assert_eq!(
+            int(e, "SELECT COUNT(used) FROM curve").await,
+            i(&c["points"]),
+            "{n}: curve points"
+        );
         let first = rows(e, "SELECT ts_raw, event, used, total FROM curve WHERE used IS NOT NULL ORDER BY ts, row_idx LIMIT 5").await;
         let want: Vec<Vec<String>> = c["first"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|p| vec![p[0].to_string(), s(&p[1]).to_string(), p[2].to_string(), p[5].to_string()])
+            .map(|p| {
+                vec![
+                    p[0].to_string(),
+                    s(&p[1]).to_string(),
+                    p[2].to_string(),
+                    p[5].to_string(),
+                ]
+            })
             .collect();
         assert_eq!(first, want, "{n}: first curve points");
         // --peak (key used, mixed pools) and --peak --pool PTA
@@ -253,8 +409,13 @@ async fn curve_and_peaks_match_reference_peak_and_curve() {
             match smp.quirk("peak.used / peak.used_pool_PTA / curve.points") {
                 // G1: two processes' counters; the reference mixes them into one series (quirks 2, 9)
                 Some(q) => {
-                    let per: &serde_json::Map<String, Value> = q["correct_per_pid_device_pool"].as_object().unwrap();
-                    assert_eq!(got.len(), per.len(), "{n}: one used series per process/device/pool: {got:?}");
+                    let per: &serde_json::Map<String, Value> =
+                        q["correct_per_pid_device_pool"].as_object().unwrap();
+                    assert_eq!(
+                        got.len(),
+                        per.len(),
+                        "{n}: one used series per process/device/pool: {got:?}"
+                    );
                     for r in &got {
                         let w = &per[&format!("{}/{}/{}", r[0], r[1], r[2])];
                         assert_eq!(r[3], w["value"].to_string(), "{n}: {key} peak of {r:?}");
@@ -262,7 +423,12 @@ async fn curve_and_peaks_match_reference_peak_and_curve() {
                         assert_eq!(r[5], w["points"].to_string(), "{n}: {key} points of {r:?}");
                     }
                     // the reference's mixed peak is the highest of the series, reached first
-                    let best = got.iter().max_by_key(|r| (r[3].parse::<i64>().unwrap(), -r[4].parse::<i64>().unwrap())).unwrap();
+                    let best = got
+                        .iter()
+                        .max_by_key(|r| {
+                            (r[3].parse::<i64>().unwrap(), -r[4].parse::<i64>().unwrap())
+                        })
+                        .unwrap();
                     assert_eq!(best[3], want["value"].to_string(), "{n}");
                     assert_eq!(best[4], want["ts"].to_string(), "{n}");
                 }
@@ -280,13 +446,44 @@ async fn curve_and_peaks_match_reference_peak_and_curve() {
         // --peak --pool HAL fails in the reference (no `used` on HAL rows): memq has no `used`
         // peak for HAL either, but the live bytes from pairing (metric live).
         assert!(g["peak"]["used_pool_HAL"].is_null());
-        assert_eq!(int(e, "SELECT COUNT(*) FROM peaks WHERE pool = 'HAL' AND metric <> 'live'").await, 0, "{n}");
-        assert!(int(e, "SELECT MAX(peak_bytes) FROM peaks WHERE pool = 'HAL' AND metric = 'live'").await > 0, "{n}");
+        assert_eq!(
+            int(
+                e,
+                "SELECT COUNT(*) FROM peaks WHERE pool = 'HAL' AND metric <> 'live'"
+            )
+            .await,
+            0,
+            "{n}"
+        );
+        assert!(
+            int(
+                e,
+                "SELECT MAX(peak_bytes) FROM peaks WHERE pool = 'HAL' AND metric = 'live'"
+            )
+            .await
+                > 0,
+            "{n}"
+        );
         // --peak --key device_used: no data in any sample
         assert!(g["peak"]["device_used"].is_null());
-        assert_eq!(int(e, "SELECT COUNT(*) FROM peaks WHERE metric = 'device_used'").await, 0, "{n}");
+        assert_eq!(
+            int(e, "SELECT COUNT(*) FROM peaks WHERE metric = 'device_used'").await,
+            0,
+            "{n}"
+        );
         // peak_ts and peak_ts_raw agree; the curve reaches each peak at that row
-        assert_eq!(int(e, &format!("SELECT COUNT(*) FROM peaks WHERE peak_ts <> peak_ts_raw * {}", smp.scale)).await, 0, "{n}");
+        assert_eq!(
+            int(
+                e,
+                &format!(
+                    "SELECT COUNT(*) FROM peaks WHERE peak_ts <> peak_ts_raw * {}",
+                    smp.scale
+                )
+            )
+            .await,
+            0,
+            "{n}"
+        );
         let mismatch = int(
             e,
             "SELECT COUNT(*) FROM peaks p WHERE p.metric = 'live' AND NOT EXISTS (SELECT 1 FROM curve c WHERE c.source = p.source \
@@ -312,13 +509,19 @@ async fn live_peaks_match_reference_group_by_event_type() {
                 .await;
             if let Some(q) = mixed {
                 // G1: several processes/devices; compare every series (quirk 2)
-                assert_eq!(got, map_of(&q["correct_per_pid_device"][pool]), "{n}: {pool} live peaks per pid/device");
+                assert_eq!(
+                    got,
+                    map_of(&q["correct_per_pid_device"][pool]),
+                    "{n}: {pool} live peaks per pid/device"
+                );
             } else {
                 assert_eq!(got.len(), 1, "{n}: one {pool} series: {got:?}");
                 let value = *got.values().next().unwrap();
                 match smp.quirk(&format!("group_by.event_type_peak[{pool}]")) {
                     // leaks: a PTA MALLOC at a HAL segment's base drops the segment (quirk 2)
-                    Some(q) => assert_eq!(value, i(&q["correct"]), "{n}: {pool} live peak (correct)"),
+                    Some(q) => {
+                        assert_eq!(value, i(&q["correct"]), "{n}: {pool} live peak (correct)")
+                    }
                     None => assert_eq!(value, i(&want[1]), "{n}: {pool} live peak"),
                 }
             }
@@ -326,8 +529,16 @@ async fn live_peaks_match_reference_group_by_event_type() {
         // The file-wide correct HAL peak is the sum of the series at that moment.
         if let Some(q) = smp.quirk("group_by.event_type_peak[HAL]") {
             let t = smp.ns(i(&q["correct_ts"]));
-            let total = int(e, &format!("SELECT SUM(bytes) FROM breakdown_at({t}, 'HAL')")).await;
-            assert_eq!(total, i(&q["correct"]), "{n}: HAL live bytes at the correct peak");
+            let total = int(
+                e,
+                &format!("SELECT SUM(bytes) FROM breakdown_at({t}, 'HAL')"),
+            )
+            .await;
+            assert_eq!(
+                total,
+                i(&q["correct"]),
+                "{n}: HAL live bytes at the correct peak"
+            );
         }
     }
 }
@@ -340,10 +551,17 @@ async fn owner_peaks_match_reference_group_by_owner() {
     for smp in samples().await {
         let (e, g, n) = (&smp.engine, &smp.golden["group_by"], smp.name);
         // the reference uses the pool name as owner when a MALLOC has none; so does memq
-        let owners = rows(e, "SELECT DISTINCT owner, owner_group FROM owner_peaks ORDER BY owner").await;
+        let owners = rows(
+            e,
+            "SELECT DISTINCT owner, owner_group FROM owner_peaks ORDER BY owner",
+        )
+        .await;
         assert_eq!(
             owners,
-            vec![vec!["HAL".to_string(), "(unlabelled)".to_string()], vec!["PTA".to_string(), "(unlabelled)".to_string()]],
+            vec![
+                vec!["HAL".to_string(), "(unlabelled)".to_string()],
+                vec!["PTA".to_string(), "(unlabelled)".to_string()]
+            ],
             "{n}"
         );
         let mixed_peak = smp.quirk("group_by.event_type_peak");
@@ -352,34 +570,76 @@ async fn owner_peaks_match_reference_group_by_owner() {
         for (key, pool) in [("owner_peak_PTA", "PTA"), ("owner_peak_HAL", "HAL")] {
             let want = &g[key][0];
             assert_eq!(s(&want[0]), pool);
-            let got = smp.per_series(&format!("SELECT pid, device, peak_bytes FROM owner_peaks WHERE pool = '{pool}'")).await;
+            let got = smp
+                .per_series(&format!(
+                    "SELECT pid, device, peak_bytes FROM owner_peaks WHERE pool = '{pool}'"
+                ))
+                .await;
             let quirk = smp.quirk(&format!("group_by.{key}[{pool}]"));
             match (quirk, mixed_peak) {
-                (Some(q), _) => assert_eq!(got, map_of(&q["correct_per_pid_device"]), "{n}: {key} per pid/device (quirk 2)"),
-                (None, Some(q)) => assert_eq!(got, map_of(&q["correct_per_pid_device"][pool]), "{n}: {key} per pid/device (quirk 2)"),
-                (None, None) => assert_eq!(got.values().copied().collect::<Vec<_>>(), vec![i(&want[1])], "{n}: {key}"),
+                (Some(q), _) => assert_eq!(
+                    got,
+                    map_of(&q["correct_per_pid_device"]),
+                    "{n}: {key} per pid/device (quirk 2)"
+                ),
+                (None, Some(q)) => assert_eq!(
+                    got,
+                    map_of(&q["correct_per_pid_device"][pool]),
+                    "{n}: {key} per pid/device (quirk 2)"
+                ),
+                (None, None) => assert_eq!(
+                    got.values().copied().collect::<Vec<_>>(),
+                    vec![i(&want[1])],
+                    "{n}: {key}"
+                ),
             }
         }
         // --group-by owner --metric total --pool PTA
         let want = &g["owner_total_PTA"][0];
-        let got = smp.per_series("SELECT pid, device, total_bytes FROM owner_peaks WHERE pool = 'PTA'").await;
+        let got = smp
+            .per_series("SELECT pid, device, total_bytes FROM owner_peaks WHERE pool = 'PTA'")
+            .await;
         match mixed_total {
-            Some(q) => assert_eq!(got, map_of(&q["correct_per_pid_device"]["PTA"]), "{n}: owner_total_PTA per pid/device"),
-            None => assert_eq!(got.values().copied().collect::<Vec<_>>(), vec![i(&want[1])], "{n}: owner_total_PTA"),
+            Some(q) => assert_eq!(
+                got,
+                map_of(&q["correct_per_pid_device"]["PTA"]),
+                "{n}: owner_total_PTA per pid/device"
+            ),
+            None => assert_eq!(
+                got.values().copied().collect::<Vec<_>>(),
+                vec![i(&want[1])],
+                "{n}: owner_total_PTA"
+            ),
         }
         // --group-by event_type --metric total: the same sums; per pid/device where known
         for want in g["event_type_total"].as_array().unwrap() {
             let pool = s(&want[0]);
-            let total = int(e, &format!("SELECT SUM(total_bytes) FROM owner_peaks WHERE pool = '{pool}'")).await;
+            let total = int(
+                e,
+                &format!("SELECT SUM(total_bytes) FROM owner_peaks WHERE pool = '{pool}'"),
+            )
+            .await;
             assert_eq!(total, i(&want[1]), "{n}: {pool} bytes allocated");
             if let Some(q) = mixed_total {
-                let got = smp.per_series(&format!("SELECT pid, device, total_bytes FROM owner_peaks WHERE pool = '{pool}'")).await;
-                assert_eq!(got, map_of(&q["correct_per_pid_device"][pool]), "{n}: {pool} totals per pid/device");
+                let got = smp
+                    .per_series(&format!(
+                        "SELECT pid, device, total_bytes FROM owner_peaks WHERE pool = '{pool}'"
+                    ))
+                    .await;
+                assert_eq!(
+                    got,
+                    map_of(&q["correct_per_pid_device"][pool]),
+                    "{n}: {pool} totals per pid/device"
+                );
             }
         }
         // blocks = MALLOC rows
         let mallocs = int(e, "SELECT SUM(blocks) FROM owner_peaks").await;
-        assert_eq!(mallocs, i(&smp.golden["stats"]["malloc_rows"]), "{n}: blocks");
+        assert_eq!(
+            mallocs,
+            i(&smp.golden["stats"]["malloc_rows"]),
+            "{n}: blocks"
+        );
     }
 }
 
@@ -404,23 +664,43 @@ async fn breakdown_at_matches_reference_at_timestamp() {
             let distinct_pools: i64 = r[0][2].parse().unwrap();
             assert!(distinct_pools <= 1, "{n} {slug}: pools are not mixed");
             if distinct_pools == 1 {
-                assert_eq!(int(e, &format!("SELECT COUNT(*) FROM {call} WHERE pool <> '{pool}'")).await, 0, "{n} {slug}: pool");
+                assert_eq!(
+                    int(
+                        e,
+                        &format!("SELECT COUNT(*) FROM {call} WHERE pool <> '{pool}'")
+                    )
+                    .await,
+                    0,
+                    "{n} {slug}: pool"
+                );
             }
             match smp.quirk(&format!("at_timestamp[{slug}]")) {
                 // quirk 2 (G1: Ptr collisions across processes) or 3 (a FREE of another pool)
                 Some(q) => {
-                    assert_eq!((bytes, blocks), (i(&q["correct"]["bytes"]), i(&q["correct"]["blocks"])), "{n} {slug}: correct value");
+                    assert_eq!(
+                        (bytes, blocks),
+                        (i(&q["correct"]["bytes"]), i(&q["correct"]["blocks"])),
+                        "{n} {slug}: correct value"
+                    );
                     if let Some(per) = q["correct_per_pid_device"].as_object() {
                         let got = rows(e, &format!("SELECT pid, device, SUM(bytes), SUM(blocks) FROM {call} GROUP BY pid, device")).await;
                         assert_eq!(got.len(), per.len(), "{n} {slug}: {got:?}");
                         for r in got {
                             let w = &per[&format!("{}/{}", r[0], r[1])];
-                            assert_eq!((r[2].clone(), r[3].clone()), (w["bytes"].to_string(), w["blocks"].to_string()), "{n} {slug}");
+                            assert_eq!(
+                                (r[2].clone(), r[3].clone()),
+                                (w["bytes"].to_string(), w["blocks"].to_string()),
+                                "{n} {slug}"
+                            );
                         }
                     }
                 }
                 None => {
-                    assert_eq!((bytes, blocks), (i(&at["bytes"]), i(&at["blocks"])), "{n} {slug}");
+                    assert_eq!(
+                        (bytes, blocks),
+                        (i(&at["bytes"]), i(&at["blocks"])),
+                        "{n} {slug}"
+                    );
                     // the level-1 table
                     let got = rows(e, &format!("SELECT owner_group, SUM(bytes), SUM(blocks) FROM {call} GROUP BY owner_group")).await;
                     let want: Vec<Vec<String>> = at["groups"]
@@ -431,8 +711,16 @@ async fn breakdown_at_matches_reference_at_timestamp() {
                         .collect();
                     assert_eq!(got, want, "{n} {slug}: groups");
                     // shares are per series (process, device, pool) and add up to 100 in each
-                    for r in rows(e, &format!("SELECT pid, device, SUM(share) FROM {call} GROUP BY pid, device")).await {
-                        assert!((r[2].parse::<f64>().unwrap() - 100.0).abs() < 1e-9, "{n} {slug}: shares of {r:?}");
+                    for r in rows(
+                        e,
+                        &format!("SELECT pid, device, SUM(share) FROM {call} GROUP BY pid, device"),
+                    )
+                    .await
+                    {
+                        assert!(
+                            (r[2].parse::<f64>().unwrap() - 100.0).abs() < 1e-9,
+                            "{n} {slug}: shares of {r:?}"
+                        );
                     }
                 }
             }
@@ -469,13 +757,24 @@ async fn breakdown_tree_at_matches_reference_tree() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|w| ((i(&w[0]) + 1).to_string(), memq_label(s(&w[1])), format!("{:.1}", w[3].as_f64().unwrap()), w[4].to_string()))
+                .map(|w| {
+                    (
+                        (i(&w[0]) + 1).to_string(),
+                        memq_label(s(&w[1])),
+                        format!("{:.1}", w[3].as_f64().unwrap()),
+                        w[4].to_string(),
+                    )
+                })
                 .collect();
             assert_eq!(got, want, "{n} {slug}: tree nodes");
             // tree_order numbers the nodes of each series 1..n
             let r = rows(e, &format!("SELECT COUNT(*), MIN(tree_order), MAX(tree_order), COUNT(DISTINCT tree_order) FROM {tree} GROUP BY pid, device")).await;
             for c in r {
-                assert_eq!((c[1].as_str(), &c[2], &c[3]), ("1", &c[0], &c[0]), "{n} {slug}: tree_order");
+                assert_eq!(
+                    (c[1].as_str(), &c[2], &c[3]),
+                    ("1", &c[0], &c[0]),
+                    "{n} {slug}: tree_order"
+                );
             }
         }
     }
@@ -485,7 +784,11 @@ async fn breakdown_tree_at_matches_reference_tree() {
 // leak_candidates, leak_summary (--leak-candidates)
 
 fn ptr_matches(row_ptr: &str, row_address: &str, reference: &str) -> bool {
-    if reference.starts_with("0x") { row_address == reference } else { row_ptr == reference }
+    if reference.starts_with("0x") {
+        row_address == reference
+    } else {
+        row_ptr == reference
+    }
 }
 
 #[tokio::test]
@@ -493,8 +796,21 @@ async fn leak_candidates_match_reference_leak_candidates() {
     for smp in samples().await {
         let (e, g, n) = (&smp.engine, &smp.golden["leak_candidates"], smp.name);
         // every candidate here is a block without any FREE (no sample has shadow rows)
-        assert_eq!(int(e, "SELECT COUNT(*) FROM leak_candidates WHERE reason <> 'no_free' OR stock").await, 0, "{n}");
-        for (key, filter) in [("default", "true"), ("pool_HAL", "pool = 'HAL'"), ("pool_PTA", "pool = 'PTA'"), ("detail_50", "true")] {
+        assert_eq!(
+            int(
+                e,
+                "SELECT COUNT(*) FROM leak_candidates WHERE reason <> 'no_free' OR stock"
+            )
+            .await,
+            0,
+            "{n}"
+        );
+        for (key, filter) in [
+            ("default", "true"),
+            ("pool_HAL", "pool = 'HAL'"),
+            ("pool_PTA", "pool = 'PTA'"),
+            ("detail_50", "true"),
+        ] {
             let want = &g[key];
             let r = rows(
                 e,
@@ -508,37 +824,80 @@ async fn leak_candidates_match_reference_leak_candidates() {
             let r: Vec<i64> = r[0].iter().map(|v| v.parse().unwrap()).collect();
             let (blocks, bytes) = (r[0], r[1]);
             // the reference's denominator: every MALLOC of the pool(s)
-            let malloc_total = int(e, &format!("SELECT SUM(total_bytes) FROM owner_peaks WHERE {filter}")).await;
+            let malloc_total = int(
+                e,
+                &format!("SELECT SUM(total_bytes) FROM owner_peaks WHERE {filter}"),
+            )
+            .await;
             let span = (smp.raw(r[4]), smp.raw(r[5]));
             match smp.quirk(&format!("leak_candidates.{key}")) {
                 // quirk 2: Ptr-only keys let a later MALLOC at the same address hide a block
                 Some(q) => {
                     let c = &q["correct"];
-                    assert_eq!((blocks, bytes), (i(&c["blocks"]), i(&c["bytes"])), "{n} {key}: correct candidates");
-                    assert_eq!(malloc_total, i(&c["malloc_total"]), "{n} {key}: bytes allocated");
-                    assert_eq!(pct1(bytes, malloc_total), c["share_pct"].as_f64().unwrap(), "{n} {key}: share");
+                    assert_eq!(
+                        (blocks, bytes),
+                        (i(&c["blocks"]), i(&c["bytes"])),
+                        "{n} {key}: correct candidates"
+                    );
+                    assert_eq!(
+                        malloc_total,
+                        i(&c["malloc_total"]),
+                        "{n} {key}: bytes allocated"
+                    );
+                    assert_eq!(
+                        pct1(bytes, malloc_total),
+                        c["share_pct"].as_f64().unwrap(),
+                        "{n} {key}: share"
+                    );
                     for (pool, pair) in c["by_pool"].as_object().unwrap() {
                         let got = rows(e, &format!("SELECT COUNT(*), SUM(size) FROM leak_candidates WHERE pool = '{pool}'")).await;
-                        assert_eq!(got[0], vec![pair[0].to_string(), pair[1].to_string()], "{n} {key}: {pool}");
+                        assert_eq!(
+                            got[0],
+                            vec![pair[0].to_string(), pair[1].to_string()],
+                            "{n} {key}: {pool}"
+                        );
                     }
                     // the blocks the reference lost are candidates in memq
                     let mut earliest = i(&want["alloc_span"][0]);
                     for m in q["missing_in_oracle"].as_array().unwrap() {
-                        let (pid, device, pool, ptr, size, ts) = (s(&m[0]), s(&m[1]), s(&m[2]), s(&m[3]), i(&m[4]), i(&m[5]));
+                        let (pid, device, pool, ptr, size, ts) =
+                            (s(&m[0]), s(&m[1]), s(&m[2]), s(&m[3]), i(&m[4]), i(&m[5]));
                         let found = rows(e, &format!("SELECT CAST(ptr AS VARCHAR), address, size, alloc_ts FROM leak_candidates WHERE pid = {pid} AND device = '{device}' AND pool = '{pool}'")).await;
                         assert!(
-                            found.iter().any(|f| ptr_matches(&f[0], &f[1], ptr) && f[2] == size.to_string() && f[3] == smp.ns(ts).to_string()),
+                            found.iter().any(|f| ptr_matches(&f[0], &f[1], ptr)
+                                && f[2] == size.to_string()
+                                && f[3] == smp.ns(ts).to_string()),
                             "{n} {key}: missing block {m} is a candidate"
                         );
                         earliest = earliest.min(ts);
                     }
-                    assert_eq!(span, (earliest, i(&want["alloc_span"][1])), "{n} {key}: allocation span");
+                    assert_eq!(
+                        span,
+                        (earliest, i(&want["alloc_span"][1])),
+                        "{n} {key}: allocation span"
+                    );
                 }
                 None => {
-                    assert_eq!((blocks, bytes), (i(&want["blocks"]), i(&want["bytes"])), "{n} {key}");
-                    assert_eq!(malloc_total, i(&want["malloc_total"]), "{n} {key}: bytes allocated");
-                    assert_eq!(pct1(bytes, malloc_total), want["share_pct"].as_f64().unwrap(), "{n} {key}: share");
-                    assert_eq!(span, (i(&want["alloc_span"][0]), i(&want["alloc_span"][1])), "{n} {key}: allocation span");
+                    assert_eq!(
+                        (blocks, bytes),
+                        (i(&want["blocks"]), i(&want["bytes"])),
+                        "{n} {key}"
+                    );
+                    assert_eq!(
+                        malloc_total,
+                        i(&want["malloc_total"]),
+                        "{n} {key}: bytes allocated"
+                    );
+                    assert_eq!(
+                        pct1(bytes, malloc_total),
+                        want["share_pct"].as_f64().unwrap(),
+                        "{n} {key}: share"
+                    );
+                    assert_eq!(
+                        span,
+                        (i(&want["alloc_span"][0]), i(&want["alloc_span"][1])),
+                        "{n} {key}: allocation span"
+                    );
                     // tables by owner, level-1 group and first Python frame (leak_summary)
                     let by = |col: &str| {
                         format!("SELECT {col}, SUM(blocks), SUM(bytes) FROM leak_summary WHERE {filter} GROUP BY {col} ORDER BY SUM(bytes) DESC")
@@ -550,24 +909,52 @@ async fn leak_candidates_match_reference_leak_candidates() {
                             .iter()
                             .map(|t| {
                                 let label = s(&t[0]);
-                                let label = if label == REF_NO_STACK { "NULL".to_string() } else { memq_label(label) };
+                                let label = if label == REF_NO_STACK {
+                                    "NULL".to_string()
+                                } else {
+                                    memq_label(label)
+                                };
                                 vec![label, t[1].to_string(), t[2].to_string()]
                             })
                             .collect()
                     };
-                    assert_eq!(rows(e, &by("owner")).await, table("by_owner"), "{n} {key}: by owner");
-                    assert_eq!(rows(e, &by("owner_group")).await, table("by_level1"), "{n} {key}: by level-1 group");
-                    assert_eq!(rows(e, &by("stack_top")).await, table("by_stack"), "{n} {key}: by first frame");
+                    assert_eq!(
+                        rows(e, &by("owner")).await,
+                        table("by_owner"),
+                        "{n} {key}: by owner"
+                    );
+                    assert_eq!(
+                        rows(e, &by("owner_group")).await,
+                        table("by_level1"),
+                        "{n} {key}: by level-1 group"
+                    );
+                    assert_eq!(
+                        rows(e, &by("stack_top")).await,
+                        table("by_stack"),
+                        "{n} {key}: by first frame"
+                    );
                 }
             }
-            assert_eq!(r[2], i(&want["with_shadow"]), "{n} {key}: with a shadow FREE");
+            assert_eq!(
+                r[2],
+                i(&want["with_shadow"]),
+                "{n} {key}: with a shadow FREE"
+            );
             assert_eq!(r[3], blocks, "{n} {key}: without any FREE");
             // every block the reference details is a memq candidate with the same size, owner and time
             let all = rows(e, &format!("SELECT CAST(ptr AS VARCHAR), address, size, owner, alloc_ts, last_shadow_ts, shadow_frees, stack_top FROM leak_candidates WHERE {filter}")).await;
             for d in want["detail"].as_array().unwrap() {
-                let expect_shadow = if d[4].is_null() { "NULL".to_string() } else { smp.ns(i(&d[4])).to_string() };
+                let expect_shadow = if d[4].is_null() {
+                    "NULL".to_string()
+                } else {
+                    smp.ns(i(&d[4])).to_string()
+                };
                 let expect_frame = d[6].as_str().unwrap_or("NULL").to_string();
-                let (expect_size, expect_ts, expect_count) = (i(&d[1]).to_string(), smp.ns(i(&d[3])).to_string(), i(&d[5]).to_string());
+                let (expect_size, expect_ts, expect_count) = (
+                    i(&d[1]).to_string(),
+                    smp.ns(i(&d[3])).to_string(),
+                    i(&d[5]).to_string(),
+                );
                 assert!(
                     all.iter().any(|f| ptr_matches(&f[0], &f[1], s(&d[0]))
                         && f[2] == expect_size
@@ -584,9 +971,16 @@ async fn leak_candidates_match_reference_leak_candidates() {
         let a = rows(e, "SELECT pid, device, pool, COUNT(*), SUM(size) FROM leak_candidates WHERE NOT stock GROUP BY pid, device, pool ORDER BY 1, 2, 3").await;
         let b = rows(e, "SELECT pid, device, pool, SUM(blocks), SUM(bytes) FROM leak_summary GROUP BY pid, device, pool ORDER BY 1, 2, 3").await;
         assert_eq!(a, b, "{n}: leak_summary = leak_candidates");
-        let shares = rows(e, "SELECT pid, device, pool, SUM(share) FROM leak_summary GROUP BY pid, device, pool").await;
+        let shares = rows(
+            e,
+            "SELECT pid, device, pool, SUM(share) FROM leak_summary GROUP BY pid, device, pool",
+        )
+        .await;
         for r in shares {
-            assert!((r[3].parse::<f64>().unwrap() - 100.0).abs() < 1e-9, "{n}: shares of {r:?}");
+            assert!(
+                (r[3].parse::<f64>().unwrap() - 100.0).abs() < 1e-9,
+                "{n}: shares of {r:?}"
+            );
         }
     }
 }
@@ -599,40 +993,211 @@ async fn leak_candidates_judge_shadow_frees() {
     const HEADER: &str = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
     let t = |d: i64| 1_764_900_000_000_000_000i64 + d;
     let p = |n: u64| format!("0x{:016x}", 0x12c0_4000_0000u64 + n * 0x10000);
-    let row = |id: u32, ev: &str, ty: &str, ts: i64, dev: &str, ptr: &str, attr: &str, stack: &str| {
-        let attr = if attr.is_empty() { String::new() } else { format!("\"{{{attr}}}\"") };
-        let stack = if stack.is_empty() { String::new() } else { format!("\"{stack}\n\"") };
-        format!("{id},{ev},{ty},N/A,{ts},100,100,{dev},{ptr},{attr},{stack},\n")
-    };
+    let row =
+        |id: u32, ev: &str, ty: &str, ts: i64, dev: &str, ptr: &str, attr: &str, stack: &str| {
+            let attr = if attr.is_empty() {
+                String::new()
+            } else {
+                format!("\"{{{attr}}}\"")
+            };
+            let stack = if stack.is_empty() {
+                String::new()
+            } else {
+                format!("\"{stack}\n\"")
+            };
+            format!("{id},{ev},{ty},N/A,{ts},100,100,{dev},{ptr},{attr},{stack},\n")
+        };
     let mut run = String::from(HEADER);
     // collecting from +100; A, B, C, D allocated
     run += &row(1, "SYSTEM", "START_TRACE", t(100), "N/A", "N/A", "", "");
-    run += &row(2, "MALLOC", "PTA", t(200), "0", &p(1), &format!("allocation_id:1,addr:{},size:1024,total:2097152,used:1024,owner:PTA@weight", p(1)), "train.py(10): step");
-    run += &row(3, "MALLOC", "PTA", t(300), "0", &p(2), &format!("allocation_id:2,addr:{},size:2048,total:2097152,used:3072,owner:PTA@activation", p(2)), "model.py(20): forward");
-    run += &row(4, "MALLOC", "PTA", t(400), "0", &p(3), &format!("allocation_id:3,addr:{},size:4096,total:2097152,used:7168,owner:PTA@weight@fsdp2", p(3)), "");
-    run += &row(5, "FREE", "PTA", t(500), "0", &p(3), &format!("allocation_id:3,addr:{},size:4096,total:2097152,used:3072", p(3)), "");
-    run += &row(6, "MALLOC", "PTA", t(600), "0", &p(4), &format!("allocation_id:4,addr:{},size:512,total:2097152,used:3584,owner:PTA@ops", p(4)), "");
+    run += &row(
+        2,
+        "MALLOC",
+        "PTA",
+        t(200),
+        "0",
+        &p(1),
+        &format!(
+            "allocation_id:1,addr:{},size:1024,total:2097152,used:1024,owner:PTA@weight",
+            p(1)
+        ),
+        "train.py(10): step",
+    );
+    run += &row(
+        3,
+        "MALLOC",
+        "PTA",
+        t(300),
+        "0",
+        &p(2),
+        &format!(
+            "allocation_id:2,addr:{},size:2048,total:2097152,used:3072,owner:PTA@activation",
+            p(2)
+        ),
+        "model.py(20): forward",
+    );
+    run += &row(
+        4,
+        "MALLOC",
+        "PTA",
+        t(400),
+        "0",
+        &p(3),
+        &format!(
+            "allocation_id:3,addr:{},size:4096,total:2097152,used:7168,owner:PTA@weight@fsdp2",
+            p(3)
+        ),
+        "",
+    );
+    run += &row(
+        5,
+        "FREE",
+        "PTA",
+        t(500),
+        "0",
+        &p(3),
+        &format!(
+            "allocation_id:3,addr:{},size:4096,total:2097152,used:3072",
+            p(3)
+        ),
+        "",
+    );
+    run += &row(
+        6,
+        "MALLOC",
+        "PTA",
+        t(600),
+        "0",
+        &p(4),
+        &format!(
+            "allocation_id:4,addr:{},size:512,total:2097152,used:3584,owner:PTA@ops",
+            p(4)
+        ),
+        "",
+    );
     // D's address is allocated again without a FREE: residual-block fill-in, then D2
-    run += &row(7, "FREE", "PTA", t(700), "0", &p(4), &format!("allocation_id:4,addr:{},size:512,shadow:true", p(4)), "");
-    run += &row(8, "MALLOC", "PTA", t(700), "0", &p(4), &format!("allocation_id:5,addr:{},size:768,total:2097152,used:3840,owner:PTA@ops", p(4)), "");
+    run += &row(
+        7,
+        "FREE",
+        "PTA",
+        t(700),
+        "0",
+        &p(4),
+        &format!("allocation_id:4,addr:{},size:512,shadow:true", p(4)),
+        "",
+    );
+    run += &row(
+        8,
+        "MALLOC",
+        "PTA",
+        t(700),
+        "0",
+        &p(4),
+        &format!(
+            "allocation_id:5,addr:{},size:768,total:2097152,used:3840,owner:PTA@ops",
+            p(4)
+        ),
+        "",
+    );
     run += &row(9, "SYSTEM", "STOP_TRACE", t(800), "N/A", "N/A", "", "");
     // A was freed while stopped: its shadow FREE is flushed at the next start()
-    run += &row(10, "FREE", "PTA", t(1000), "0", &p(1), &format!("allocation_id:1,addr:{},size:1024,shadow:true", p(1)), "");
+    run += &row(
+        10,
+        "FREE",
+        "PTA",
+        t(1000),
+        "0",
+        &p(1),
+        &format!("allocation_id:1,addr:{},size:1024,shadow:true", p(1)),
+        "",
+    );
     run += &row(11, "SYSTEM", "START_TRACE", t(1000), "N/A", "N/A", "", "");
     // H: HAL memory allocated before collection, promoted at start() (stock)
-    run += &row(12, "MALLOC", "HAL", t(1000), "0", &p(9), &format!("allocation_id:6,addr:{},size:2097152,shadow:true", p(9)), "");
-    run += &row(13, "FREE", "PTA", t(1500), "0", &p(4), &format!("allocation_id:5,addr:{},size:768,total:2097152,used:3072", p(4)), "");
+    run += &row(
+        12,
+        "MALLOC",
+        "HAL",
+        t(1000),
+        "0",
+        &p(9),
+        &format!("allocation_id:6,addr:{},size:2097152,shadow:true", p(9)),
+        "",
+    );
+    run += &row(
+        13,
+        "FREE",
+        "PTA",
+        t(1500),
+        "0",
+        &p(4),
+        &format!(
+            "allocation_id:5,addr:{},size:768,total:2097152,used:3072",
+            p(4)
+        ),
+        "",
+    );
     // E: never freed and no FREE row at all
-    run += &row(14, "MALLOC", "PTA", t(1800), "0", &p(5), &format!("allocation_id:7,addr:{},size:256,total:2097152,used:3328,owner:PTA@loss", p(5)), "");
+    run += &row(
+        14,
+        "MALLOC",
+        "PTA",
+        t(1800),
+        "0",
+        &p(5),
+        &format!(
+            "allocation_id:7,addr:{},size:256,total:2097152,used:3328,owner:PTA@loss",
+            p(5)
+        ),
+        "",
+    );
     // exit while collecting: fill-ins for B and H
-    run += &row(20, "FREE", "PTA", t(2000), "0", &p(2), &format!("allocation_id:2,addr:{},size:2048,shadow:true", p(2)), "");
-    run += &row(21, "FREE", "HAL", t(2000), "0", &p(9), &format!("allocation_id:6,addr:{},size:2097152,shadow:true", p(9)), "");
+    run += &row(
+        20,
+        "FREE",
+        "PTA",
+        t(2000),
+        "0",
+        &p(2),
+        &format!("allocation_id:2,addr:{},size:2048,shadow:true", p(2)),
+        "",
+    );
+    run += &row(
+        21,
+        "FREE",
+        "HAL",
+        t(2000),
+        "0",
+        &p(9),
+        &format!("allocation_id:6,addr:{},size:2097152,shadow:true", p(9)),
+        "",
+    );
     // a second run that exits while stopped: its fill-in is at last stop + 1 ns
     let mut stopped = String::from(HEADER);
     stopped += &row(1, "SYSTEM", "START_TRACE", t(100), "N/A", "N/A", "", "");
-    stopped += &row(2, "MALLOC", "PTA", t(200), "0", &p(1), &format!("allocation_id:1,addr:{},size:8192,total:2097152,used:8192,owner:PTA@kv_cache", p(1)), "");
+    stopped += &row(
+        2,
+        "MALLOC",
+        "PTA",
+        t(200),
+        "0",
+        &p(1),
+        &format!(
+            "allocation_id:1,addr:{},size:8192,total:2097152,used:8192,owner:PTA@kv_cache",
+            p(1)
+        ),
+        "",
+    );
     stopped += &row(3, "SYSTEM", "STOP_TRACE", t(300), "N/A", "N/A", "", "");
-    stopped += &row(4, "FREE", "PTA", t(301), "0", &p(1), &format!("allocation_id:1,addr:{},size:8192,shadow:true", p(1)), "");
+    stopped += &row(
+        4,
+        "FREE",
+        "PTA",
+        t(301),
+        "0",
+        &p(1),
+        &format!("allocation_id:1,addr:{},size:8192,shadow:true", p(1)),
+        "",
+    );
 
     let dir = TempDir::new().unwrap();
     let input = dir.path().join("in");
@@ -642,7 +1207,15 @@ async fn leak_candidates_judge_shadow_frees() {
     let e = ingest_into(&dir, &[input]).await;
 
     let got = rows(&e, "SELECT source, pool, address, size, owner, reason, stock, shadow_frees, stack_top FROM leak_candidates ORDER BY source, alloc_ts, pool").await;
-    let row_of = |src: &str, pool: &str, n: u64, size: i64, owner: &str, reason: &str, stock: bool, frees: i64, frame: &str| {
+    let row_of = |src: &str,
+                  pool: &str,
+                  n: u64,
+                  size: i64,
+                  owner: &str,
+                  reason: &str,
+                  stock: bool,
+                  frees: i64,
+                  frame: &str| {
         vec![
             src.to_string(),
             pool.to_string(),
@@ -655,23 +1228,73 @@ async fn leak_candidates_judge_shadow_frees() {
             frame.to_string(),
         ]
     };
-    let src1 = got.iter().map(|r| r[0].clone()).find(|s| s.ends_with("memscope_dump_1.csv")).expect("run 1 candidates");
-    let src2 = got.iter().map(|r| r[0].clone()).find(|s| s.ends_with("memscope_dump_2.csv")).expect("run 2 candidates");
+    let src1 = got
+        .iter()
+        .map(|r| r[0].clone())
+        .find(|s| s.ends_with("memscope_dump_1.csv"))
+        .expect("run 1 candidates");
+    let src2 = got
+        .iter()
+        .map(|r| r[0].clone())
+        .find(|s| s.ends_with("memscope_dump_2.csv"))
+        .expect("run 2 candidates");
     assert_eq!(
         got,
         vec![
-            row_of(&src1, "PTA", 2, 2048, "PTA@activation", "shadow_fill", false, 1, "model.py(20): forward"),
-            row_of(&src1, "HAL", 9, 2097152, "(stock)", "shadow_fill", true, 1, "NULL"),
+            row_of(
+                &src1,
+                "PTA",
+                2,
+                2048,
+                "PTA@activation",
+                "shadow_fill",
+                false,
+                1,
+                "model.py(20): forward"
+            ),
+            row_of(
+                &src1,
+                "HAL",
+                9,
+                2097152,
+                "(stock)",
+                "shadow_fill",
+                true,
+                1,
+                "NULL"
+            ),
             row_of(&src1, "PTA", 5, 256, "PTA@loss", "no_free", false, 0, "NULL"),
-            row_of(&src2, "PTA", 1, 8192, "PTA@kv_cache", "shadow_after_stop", false, 1, "NULL"),
+            row_of(
+                &src2,
+                "PTA",
+                1,
+                8192,
+                "PTA@kv_cache",
+                "shadow_after_stop",
+                false,
+                1,
+                "NULL"
+            ),
         ],
         "A (stop-period free), C (real FREE), D (residual fill-in) and D2 are released"
     );
     // stock memory is counted apart in leak_summary
     let r = rows(&e, &format!("SELECT owner, blocks, bytes, stock_blocks, stock_bytes, with_shadow FROM leak_summary WHERE source = '{src1}' AND pool = 'HAL'")).await;
-    assert_eq!(r, vec![vec!["(stock)".to_string(), "0".into(), "0".into(), "1".into(), "2097152".into(), "0".into()]]);
+    assert_eq!(
+        r,
+        vec![vec![
+            "(stock)".to_string(),
+            "0".into(),
+            "0".into(),
+            "1".into(),
+            "2097152".into(),
+            "0".into()
+        ]]
+    );
     // fill-ins do not end blocks in the curve: it ends at the memory held at exit
-    let last = |pool: &str| format!("SELECT live_bytes FROM curve WHERE source = '{src1}' AND pool = '{pool}' ORDER BY ts DESC, row_idx DESC LIMIT 1");
+    let last = |pool: &str| {
+        format!("SELECT live_bytes FROM curve WHERE source = '{src1}' AND pool = '{pool}' ORDER BY ts DESC, row_idx DESC LIMIT 1")
+    };
     assert_eq!(int(&e, &last("PTA")).await, 2048 + 256);
     assert_eq!(int(&e, &last("HAL")).await, 2097152);
     assert_eq!(int(&e, &format!("SELECT peak_bytes FROM peaks WHERE source = '{src1}' AND pool = 'PTA' AND metric = 'live'")).await, 7168);
@@ -695,15 +1318,48 @@ async fn leak_candidates_judge_shadow_frees() {
         tree,
         vec![
             node(["weight", "NULL", "weight", "1", "5120", "2", "71.4", "1"]),
-            node(["weight@fsdp2", "weight", "fsdp2", "2", "4096", "1", "57.1", "2"]),
-            node(["activation", "NULL", "activation", "1", "2048", "1", "28.6", "3"]),
+            node([
+                "weight@fsdp2",
+                "weight",
+                "fsdp2",
+                "2",
+                "4096",
+                "1",
+                "57.1",
+                "2"
+            ]),
+            node([
+                "activation",
+                "NULL",
+                "activation",
+                "1",
+                "2048",
+                "1",
+                "28.6",
+                "3"
+            ]),
         ]
     );
     let groups = rows(&e, &format!("SELECT owner_group, SUM(bytes), SUM(blocks) FROM breakdown_at({}, 'PTA') WHERE source = '{src1}' GROUP BY owner_group ORDER BY 2 DESC", t(450))).await;
-    assert_eq!(groups, vec![vec!["weight".to_string(), "5120".into(), "2".into()], vec!["activation".to_string(), "2048".into(), "1".into()]]);
+    assert_eq!(
+        groups,
+        vec![
+            vec!["weight".to_string(), "5120".into(), "2".into()],
+            vec!["activation".to_string(), "2048".into(), "1".into()]
+        ]
+    );
     // capabilities see the shadow mechanism and the stop period
     let caps = rows(&e, &format!("SELECT has_shadow, has_stop_periods, stock_blocks, has_owners, has_py_stacks FROM capabilities WHERE source = '{src1}'")).await;
-    assert_eq!(caps, vec![vec!["true".to_string(), "true".into(), "1".into(), "true".into(), "true".into()]]);
+    assert_eq!(
+        caps,
+        vec![vec![
+            "true".to_string(),
+            "true".into(),
+            "1".into(),
+            "true".into(),
+            "true".into()
+        ]]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -717,32 +1373,88 @@ async fn curve_buckets_fold_the_curve() {
             // every bucket is listed, and the points add up to the curve's
             let all = int(e, &format!("SELECT COUNT(*) FROM curve_buckets({buckets})")).await;
             let series = int(e, &format!("SELECT COUNT(*) FROM (SELECT DISTINCT source, pid, device, pool, metric FROM curve_buckets({buckets}))")).await;
-            assert_eq!(all, series * buckets, "{n}: {buckets} buckets per series and metric");
-            let a = int(e, &format!("SELECT SUM(points) FROM curve_buckets({buckets}) WHERE metric = 'used'")).await;
-            assert_eq!(a, int(e, "SELECT COUNT(used) FROM curve").await, "{n}: used points");
-            let a = int(e, &format!("SELECT SUM(points) FROM curve_buckets({buckets}) WHERE metric = 'live'")).await;
-            assert_eq!(a, int(e, "SELECT COUNT(*) FROM curve").await, "{n}: live points");
+            assert_eq!(
+                all,
+                series * buckets,
+                "{n}: {buckets} buckets per series and metric"
+            );
+            let a = int(
+                e,
+                &format!("SELECT SUM(points) FROM curve_buckets({buckets}) WHERE metric = 'used'"),
+            )
+            .await;
+            assert_eq!(
+                a,
+                int(e, "SELECT COUNT(used) FROM curve").await,
+                "{n}: used points"
+            );
+            let a = int(
+                e,
+                &format!("SELECT SUM(points) FROM curve_buckets({buckets}) WHERE metric = 'live'"),
+            )
+            .await;
+            assert_eq!(
+                a,
+                int(e, "SELECT COUNT(*) FROM curve").await,
+                "{n}: live points"
+            );
             // the highest bucket maximum is the peak
             let a = rows(e, &format!("SELECT pool, metric, MAX(max_bytes) FROM curve_buckets({buckets}) GROUP BY source, pid, device, pool, metric ORDER BY 1, 2, 3")).await;
-            let b = rows(e, "SELECT pool, metric, peak_bytes FROM peaks ORDER BY 1, 2, 3").await;
+            let b = rows(
+                e,
+                "SELECT pool, metric, peak_bytes FROM peaks ORDER BY 1, 2, 3",
+            )
+            .await;
             assert_eq!(a, b, "{n}: bucket maxima = peaks");
         }
         // the pool filter keeps one pool
-        assert_eq!(int(e, "SELECT COUNT(*) FROM curve_buckets(5, 'PTA') WHERE pool <> 'PTA'").await, 0, "{n}");
+        assert_eq!(
+            int(
+                e,
+                "SELECT COUNT(*) FROM curve_buckets(5, 'PTA') WHERE pool <> 'PTA'"
+            )
+            .await,
+            0,
+            "{n}"
+        );
         // V2 samples hold one PTA series: its used buckets are the reference's --trend --buckets 5 table
-        if smp.quirk("peak.used / peak.used_pool_PTA / curve.points").is_some() {
+        if smp
+            .quirk("peak.used / peak.used_pool_PTA / curve.points")
+            .is_some()
+        {
             continue;
         }
         let trend = &smp.golden["trend"]["buckets_5"]["PTA"];
         let used = rows(e, "SELECT bucket, t0, t1, last_bytes, min_bytes, max_bytes FROM curve_buckets(5, 'PTA') WHERE metric = 'used' ORDER BY bucket").await;
-        let total = rows(e, "SELECT last_bytes FROM curve_buckets(5, 'PTA') WHERE metric = 'total' ORDER BY bucket").await;
+        let total = rows(
+            e,
+            "SELECT last_bytes FROM curve_buckets(5, 'PTA') WHERE metric = 'total' ORDER BY bucket",
+        )
+        .await;
         let table = trend["table"].as_array().unwrap();
         assert_eq!(used.len(), table.len(), "{n}");
         for ((u, tl), w) in used.iter().zip(&total).zip(table) {
-            let null = |v: &Value| if v.is_null() { "NULL".to_string() } else { v.to_string() };
+            let null = |v: &Value| {
+                if v.is_null() {
+                    "NULL".to_string()
+                } else {
+                    v.to_string()
+                }
+            };
             // the reference prints 0 as the maximum of an empty bucket
-            let max = if w[3].is_null() { "NULL".to_string() } else { w[5].to_string() };
-            let want = vec![w[0].to_string(), w[1].to_string(), w[2].to_string(), null(&w[3]), null(&w[4]), max];
+            let max = if w[3].is_null() {
+                "NULL".to_string()
+            } else {
+                w[5].to_string()
+            };
+            let want = vec![
+                w[0].to_string(),
+                w[1].to_string(),
+                w[2].to_string(),
+                null(&w[3]),
+                null(&w[4]),
+                max,
+            ];
             assert_eq!(u, &want, "{n}: trend bucket");
             assert_eq!(tl[0], null(&w[6]), "{n}: total of bucket {}", w[0]);
         }
@@ -759,14 +1471,29 @@ async fn library_docs_cover_every_output_column() {
     let dir = TempDir::new().unwrap();
     let e = ingest_into(&dir, &[real_sample("v2_compare_baseline")]).await;
     let mine: BTreeSet<&str> = [
-        "stats", "capabilities", "curve", "curve_buckets", "peaks", "owner_peaks", "breakdown_at", "breakdown_tree_at",
-        "leak_candidates", "leak_summary",
+        "stats",
+        "capabilities",
+        "curve",
+        "curve_buckets",
+        "peaks",
+        "owner_peaks",
+        "breakdown_at",
+        "breakdown_tree_at",
+        "leak_candidates",
+        "leak_summary",
     ]
     .into_iter()
     .collect();
-    let analyses: Vec<_> = memq::engine::library::analyses().into_iter().filter(|a| a.path.starts_with("memscope/")).collect();
+    let analyses: Vec<_> = memq::engine::library::analyses()
+        .into_iter()
+        .filter(|a| a.path.starts_with("memscope/"))
+        .collect();
     let names: BTreeSet<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
-    assert!(mine.is_subset(&names), "missing library files: {:?}", mine.difference(&names).collect::<Vec<_>>());
+    assert!(
+        mine.is_subset(&names),
+        "missing library files: {:?}",
+        mine.difference(&names).collect::<Vec<_>>()
+    );
     for a in &analyses {
         assert!(!a.summary.is_empty(), "sql/{}: summary", a.path);
         let args: Vec<String> = a
@@ -779,31 +1506,67 @@ async fn library_docs_cover_every_output_column() {
                 _ => "1".to_string(),
             })
             .collect();
-        let from = if a.is_table_function() { format!("{}({})", a.name, args.join(", ")) } else { a.name.clone() };
-        let df = e.dataframe(&format!("SELECT * FROM {from}")).await.unwrap_or_else(|err| panic!("sql/{}: {err}", a.path));
-        let fields: Vec<(String, DataType)> =
-            df.schema().fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+        let from = if a.is_table_function() {
+            format!("{}({})", a.name, args.join(", "))
+        } else {
+            a.name.clone()
+        };
+        let df = e
+            .dataframe(&format!("SELECT * FROM {from}"))
+            .await
+            .unwrap_or_else(|err| panic!("sql/{}: {err}", a.path));
+        let fields: Vec<(String, DataType)> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
         let result: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
         let documented: Vec<&str> = a.columns.iter().map(|(c, _)| c.as_str()).collect();
-        assert_eq!(documented, result, "sql/{}: @column lines vs result columns", a.path);
+        assert_eq!(
+            documented, result,
+            "sql/{}: @column lines vs result columns",
+            a.path
+        );
         for (c, doc) in &a.columns {
-            assert!(!doc.trim().is_empty(), "sql/{}: column {c} has no description", a.path);
+            assert!(
+                !doc.trim().is_empty(),
+                "sql/{}: column {c} has no description",
+                a.path
+            );
         }
         if mine.contains(a.name.as_str()) {
             for ((c, doc), (_, dt)) in a.columns.iter().zip(&fields) {
                 if memq::output::is_byte_column(c, dt) {
-                    assert!(doc.contains("bytes"), "sql/{}: byte column {c} must say `bytes`", a.path);
+                    assert!(
+                        doc.contains("bytes"),
+                        "sql/{}: byte column {c} must say `bytes`",
+                        a.path
+                    );
                 }
                 if c.ends_with("_ts") || c == "ts" || c == "t0" || c == "t1" {
-                    assert!(doc.contains("ns") || doc.contains("as written"), "sql/{}: time column {c} must give its unit", a.path);
+                    assert!(
+                        doc.contains("ns") || doc.contains("as written"),
+                        "sql/{}: time column {c} must give its unit",
+                        a.path
+                    );
                 }
                 if c.contains("bytes") {
-                    assert!(matches!(dt, DataType::Int64), "sql/{}: byte column {c} is {dt}, not an integer", a.path);
+                    assert!(
+                        matches!(dt, DataType::Int64),
+                        "sql/{}: byte column {c} is {dt}, not an integer",
+                        a.path
+                    );
                 }
             }
             // the parameters are documented too
             for p in &a.params {
-                assert!(!p.doc.is_empty(), "sql/{}: @param {} has no description", a.path, p.name);
+                assert!(
+                    !p.doc.is_empty(),
+                    "sql/{}: @param {} has no description",
+                    a.path,
+                    p.name
+                );
             }
         }
     }

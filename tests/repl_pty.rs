@@ -33,7 +33,11 @@ impl Fixture {
             .arg(&dataset)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Fixture { dir, dataset }
     }
 
@@ -58,7 +62,13 @@ impl Fixture {
     /// `memq DATASET` in a pseudo-terminal, waiting for the first prompt.
     fn spawn(&self) -> PtySession {
         let c = self.command(&[&self.dataset]);
-        let mut p = spawn_with_options(c, Options::new().timeout_ms(Some(60_000)).strip_ansi_escape_codes(true)).unwrap();
+        let mut p = spawn_with_options(
+            c,
+            Options::new()
+                .timeout_ms(Some(60_000))
+                .strip_ansi_escape_codes(true),
+        )
+        .unwrap();
         p.exp_string(PROMPT).unwrap();
         p
     }
@@ -79,14 +89,16 @@ fn multi_line_query_describe_and_timing() {
     p.exp_string("...> ").unwrap();
     p.send_line("FROM events").unwrap();
     p.exp_string("...> ").unwrap();
-    p.send_line("WHERE event = 'MALLOC' GROUP BY event;").unwrap();
+    p.send_line("WHERE event = 'MALLOC' GROUP BY event;")
+        .unwrap();
     p.exp_regex(r"\| MALLOC +\| 626 +\|").unwrap();
     p.exp_string("1 row").unwrap();
     p.exp_string(PROMPT).unwrap();
 
     p.send_line("\\d events").unwrap();
     p.exp_string("Table events (909 rows)").unwrap();
-    p.exp_regex(r"device_used +Int64 +yes +Attr device_used").unwrap();
+    p.exp_regex(r"device_used +Int64 +yes +Attr device_used")
+        .unwrap();
     p.exp_string(PROMPT).unwrap();
 
     p.send_line("\\timing on").unwrap();
@@ -100,13 +112,15 @@ fn multi_line_query_describe_and_timing() {
     p.exp_string(PROMPT).unwrap();
 
     // Two statements on one line, and a byte column shown human-readable.
-    p.send_line("SELECT 2 AS two; SELECT CAST(1572864 AS BIGINT) AS size;").unwrap();
+    p.send_line("SELECT 2 AS two; SELECT CAST(1572864 AS BIGINT) AS size;")
+        .unwrap();
     p.exp_regex(r"\| 2 +\|").unwrap();
     p.exp_string("1.50 MiB").unwrap();
     p.exp_string(PROMPT).unwrap();
     p.send_line("\\bytes raw").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("SELECT CAST(1572864 AS BIGINT) AS size;").unwrap();
+    p.send_line("SELECT CAST(1572864 AS BIGINT) AS size;")
+        .unwrap();
     p.exp_string("1572864").unwrap();
     quit(p);
 }
@@ -126,7 +140,10 @@ fn completable_prefix(name: &str, vocab: &Vocabulary) -> Option<String> {
         let ok = all
             .iter()
             .filter(|c| c.to_ascii_lowercase().starts_with(&lower))
-            .all(|c| c.to_ascii_lowercase().starts_with(&name.to_ascii_lowercase()));
+            .all(|c| {
+                c.to_ascii_lowercase()
+                    .starts_with(&name.to_ascii_lowercase())
+            });
         ok.then(|| prefix.to_string())
     })
 }
@@ -143,7 +160,8 @@ fn tab_completes_view_and_column_names() {
     let mut p = f.spawn();
 
     // A view created in the session is offered at once.
-    p.send_line("CREATE VIEW tab_probe_view AS SELECT * FROM events WHERE event = 'MALLOC';").unwrap();
+    p.send_line("CREATE VIEW tab_probe_view AS SELECT * FROM events WHERE event = 'MALLOC';")
+        .unwrap();
     p.exp_string("OK").unwrap();
     p.exp_string(PROMPT).unwrap();
     p.send(&format!("SELECT count({col}")).unwrap();
@@ -162,7 +180,8 @@ fn tab_completes_view_and_column_names() {
         .iter()
         .find_map(|v| completable_prefix(v, &vocab).map(|prefix| (v.clone(), prefix)));
     if let Some((view, prefix)) = canned {
-        p.send(&format!("SELECT count(*) AS canned_rows FROM {prefix}")).unwrap();
+        p.send(&format!("SELECT count(*) AS canned_rows FROM {prefix}"))
+            .unwrap();
         p.send("\t").unwrap();
         p.send(";\r").unwrap();
         p.flush().unwrap();
@@ -176,7 +195,11 @@ fn tab_completes_view_and_column_names() {
         p.exp_string(&format!("View {view}")).unwrap();
         p.exp_string(PROMPT).unwrap();
     } else {
-        assert!(vocab.views.is_empty(), "no canned view can be completed: {:?}", vocab.views);
+        assert!(
+            vocab.views.is_empty(),
+            "no canned view can be completed: {:?}",
+            vocab.views
+        );
     }
     // Meta commands complete too.
     p.send("\\tim").unwrap();
@@ -190,7 +213,8 @@ fn tab_completes_view_and_column_names() {
 fn output_to_parquet_is_read_back() {
     let f = Fixture::new();
     let out = f.dir.path().join("out.parquet");
-    let q = "SELECT event, count(*) AS n, sum(size) AS bytes FROM events GROUP BY event ORDER BY event";
+    let q =
+        "SELECT event, count(*) AS n, sum(size) AS bytes FROM events GROUP BY event ORDER BY event";
     let mut p = f.spawn();
     p.send_line(&format!("\\o {}", out.display())).unwrap();
     p.exp_string("The next result goes to").unwrap();
@@ -207,7 +231,10 @@ fn output_to_parquet_is_read_back() {
         let engine = Engine::open(&f.dataset).await.unwrap();
         let expected = rows(&engine, q).await;
         let ctx = datafusion::prelude::SessionContext::new();
-        let df = ctx.read_parquet(out.to_str().unwrap(), Default::default()).await.unwrap();
+        let df = ctx
+            .read_parquet(out.to_str().unwrap(), Default::default())
+            .await
+            .unwrap();
         let back = cells(&df.collect().await.unwrap());
         assert_eq!(back, expected);
         assert!(expected.len() > 3);
@@ -219,13 +246,18 @@ fn ctrl_c_cancels_a_long_query_and_the_session_goes_on() {
     let f = Fixture::new();
     let mut p = f.spawn();
     // 10^11 rows: many minutes of work unless cancelled.
-    p.send_line("SELECT sum(value % 7) AS s FROM generate_series(1, 100000000000);").unwrap();
+    p.send_line("SELECT sum(value % 7) AS s FROM generate_series(1, 100000000000);")
+        .unwrap();
     // The spinner shows after a second.
     p.exp_string("Ctrl-C cancels").unwrap();
     let t = Instant::now();
     p.send_control('c').unwrap();
     p.exp_string("Query cancelled.").unwrap();
-    assert!(t.elapsed() < Duration::from_secs(10), "cancel took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "cancel took {:?}",
+        t.elapsed()
+    );
     p.exp_string(PROMPT).unwrap();
     p.send_line("SELECT 40 + 2 AS answer;").unwrap();
     p.exp_regex(r"\| 42 +\|").unwrap();
@@ -257,7 +289,8 @@ fn an_error_prints_and_the_session_goes_on() {
     p.send_line("\\nosuchcommand").unwrap();
     p.exp_string("unknown command").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("SELECT count(*) AS blocks_n FROM blocks;").unwrap();
+    p.send_line("SELECT count(*) AS blocks_n FROM blocks;")
+        .unwrap();
     p.exp_regex(r"\| 640 +\|").unwrap();
     quit(p);
 }
@@ -266,15 +299,21 @@ fn an_error_prints_and_the_session_goes_on() {
 fn parameters_and_include_files() {
     let f = Fixture::new();
     let script = f.dir.path().join("script.sql");
-    std::fs::write(&script, "\\set pool HAL\nSELECT count(*) AS hal_blocks\n  FROM blocks WHERE pool = $pool;\n").unwrap();
+    std::fs::write(
+        &script,
+        "\\set pool HAL\nSELECT count(*) AS hal_blocks\n  FROM blocks WHERE pool = $pool;\n",
+    )
+    .unwrap();
     let mut p = f.spawn();
     p.send_line("\\set evil 1; DROP VIEW tab_probe").unwrap();
     p.exp_string("(VARCHAR)").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("CREATE VIEW tab_probe AS SELECT 1 AS x;").unwrap();
+    p.send_line("CREATE VIEW tab_probe AS SELECT 1 AS x;")
+        .unwrap();
     p.exp_string("OK").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("SELECT $evil AS v, (SELECT count(*) FROM tab_probe) AS still_there;").unwrap();
+    p.send_line("SELECT $evil AS v, (SELECT count(*) FROM tab_probe) AS still_there;")
+        .unwrap();
     p.exp_regex(r"\| 1; DROP VIEW tab_probe +\| 1 +\|").unwrap();
     p.exp_string(PROMPT).unwrap();
     p.send_line("SELECT $unset_param;").unwrap();
@@ -320,11 +359,20 @@ fn start_piped(f: &Fixture, args: &[&Path], stdin: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("| 121"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("| 121"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     err
 }
 
@@ -332,11 +380,18 @@ fn start_piped(f: &Fixture, args: &[&Path], stdin: &str) -> String {
 fn raw_dumps_are_ingested_once_into_the_cache() {
     let f = Fixture::new();
     let dump = f.dir.path().join("baseline.csv");
-    std::fs::copy(shared_fixture("memscope/real/v2_compare_baseline.csv"), &dump).unwrap();
+    std::fs::copy(
+        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        &dump,
+    )
+    .unwrap();
     let q = "SELECT count(*) AS n FROM events;\n";
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("ingested into cache"), "{err}");
-    let datasets: Vec<PathBuf> = std::fs::read_dir(f.cache().join("memq/datasets")).unwrap().map(|e| e.unwrap().path()).collect();
+    let datasets: Vec<PathBuf> = std::fs::read_dir(f.cache().join("memq/datasets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(datasets.len(), 1, "{datasets:?}");
     let manifest = datasets[0].join("manifest.json");
     let stamp = std::fs::metadata(&manifest).unwrap().modified().unwrap();
@@ -344,21 +399,30 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
     // Unchanged: reused, not ingested again.
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("using cached dataset"), "{err}");
-    assert_eq!(std::fs::metadata(&manifest).unwrap().modified().unwrap(), stamp);
+    assert_eq!(
+        std::fs::metadata(&manifest).unwrap().modified().unwrap(),
+        stamp
+    );
 
     // Touched: ingested again.
     let file = std::fs::File::options().write(true).open(&dump).unwrap();
-    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(5)).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
     drop(file);
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("sources changed; ingested again"), "{err}");
-    assert_ne!(std::fs::metadata(&manifest).unwrap().modified().unwrap(), stamp);
+    assert_ne!(
+        std::fs::metadata(&manifest).unwrap().modified().unwrap(),
+        stamp
+    );
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("using cached dataset"), "{err}");
 
     // --no-cache: a temporary dataset, the cache is left alone.
     let err = start_piped(&f, &[Path::new("--no-cache"), &dump], q);
     assert!(!err.contains("cache"), "{err}");
-    let count = std::fs::read_dir(f.cache().join("memq/datasets")).unwrap().count();
+    let count = std::fs::read_dir(f.cache().join("memq/datasets"))
+        .unwrap()
+        .count();
     assert_eq!(count, 1);
 }

@@ -27,7 +27,9 @@ const MIB: i64 = 1 << 20;
 // ---- helpers ------------------------------------------------------------------------------------
 
 fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/snapshots/real").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/snapshots/real")
+        .join(name)
 }
 
 struct Dataset {
@@ -37,9 +39,18 @@ struct Dataset {
 
 async fn open(inputs: &[PathBuf], dir: tempfile::TempDir) -> Dataset {
     let output = dir.path().join("t.memq");
-    let opts = IngestOptions { output: output.clone(), force: false, strict: false, progress: false };
-    ingest(inputs, &opts).await.unwrap_or_else(|e| panic!("ingest {inputs:?}: {e}"));
-    let engine = Engine::open(&output).await.unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
+    let opts = IngestOptions {
+        output: output.clone(),
+        force: false,
+        strict: false,
+        progress: false,
+    };
+    ingest(inputs, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("ingest {inputs:?}: {e}"));
+    let engine = Engine::open(&output)
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
     Dataset { _dir: dir, engine }
 }
 
@@ -81,14 +92,23 @@ fn cell(a: &dyn Array, i: usize) -> Value {
         }
         DataType::Struct(fields) => {
             let st = a.as_struct();
-            Value::Object(fields.iter().zip(st.columns()).map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i))).collect())
+            Value::Object(
+                fields
+                    .iter()
+                    .zip(st.columns())
+                    .map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i)))
+                    .collect(),
+            )
         }
         other => panic!("test helper: unsupported type {other}"),
     }
 }
 
 async fn query(engine: &Engine, sql: &str) -> Vec<Row> {
-    let batches: Vec<RecordBatch> = engine.query(sql).await.unwrap_or_else(|e| panic!("{sql}\n{e}"));
+    let batches: Vec<RecordBatch> = engine
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n{e}"));
     let mut out = Vec::new();
     for b in &batches {
         for i in 0..b.num_rows() {
@@ -109,23 +129,33 @@ async fn one(engine: &Engine, sql: &str) -> Row {
 }
 
 fn i(row: &Row, col: &str) -> i64 {
-    row.get(col).and_then(Value::as_i64).unwrap_or_else(|| panic!("{col} is not an integer in {row:?}"))
+    row.get(col)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{col} is not an integer in {row:?}"))
 }
 
 fn f(row: &Row, col: &str) -> f64 {
-    row.get(col).and_then(Value::as_f64).unwrap_or_else(|| panic!("{col} is not a number in {row:?}"))
+    row.get(col)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{col} is not a number in {row:?}"))
 }
 
 fn s<'a>(row: &'a Row, col: &str) -> &'a str {
-    row.get(col).and_then(Value::as_str).unwrap_or_else(|| panic!("{col} is not a string in {row:?}"))
+    row.get(col)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("{col} is not a string in {row:?}"))
 }
 
 fn b(row: &Row, col: &str) -> bool {
-    row.get(col).and_then(Value::as_bool).unwrap_or_else(|| panic!("{col} is not a boolean in {row:?}"))
+    row.get(col)
+        .and_then(Value::as_bool)
+        .unwrap_or_else(|| panic!("{col} is not a boolean in {row:?}"))
 }
 
 fn null(row: &Row, col: &str) -> bool {
-    row.get(col).unwrap_or_else(|| panic!("no column {col} in {row:?}")).is_null()
+    row.get(col)
+        .unwrap_or_else(|| panic!("no column {col} in {row:?}"))
+        .is_null()
 }
 
 // ---- real pickles: the reference's figures (§7.1) ----------------------------------------------------
@@ -136,26 +166,58 @@ async fn overview_matches_the_reference_on_real_pickles() {
     // (snapshot, reserved, allocated = active, requested, frag_pct, segments, blocks, health)
     let expected = [
         (A, 134_217_728, 48_760_832, 48_748_928, 63.67, 10, 54, "ERR"),
-        (C, 17_878_220_800, 17_738_153_984, 17_602_723_840, 0.78, 405, 1006, "WARN"),
+        (
+            C,
+            17_878_220_800,
+            17_738_153_984,
+            17_602_723_840,
+            0.78,
+            405,
+            1006,
+            "WARN",
+        ),
     ];
     for (snap, reserved, allocated, requested, frag, segments, blocks, health) in expected {
-        let r = one(&d.engine, &format!("SELECT * FROM snap_overview WHERE snapshot = '{snap}'")).await;
+        let r = one(
+            &d.engine,
+            &format!("SELECT * FROM snap_overview WHERE snapshot = '{snap}'"),
+        )
+        .await;
         assert_eq!(i(&r, "device"), 0);
         assert_eq!(i(&r, "reserved_bytes"), reserved, "{snap}");
         assert_eq!(i(&r, "allocated_bytes"), allocated, "{snap}");
-        assert_eq!(i(&r, "active_bytes"), allocated, "{snap}: active = allocated in the real files");
-        assert_eq!(i(&r, "requested_bytes"), requested, "{snap}: MemoryViz's allocated (§7.2)");
+        assert_eq!(
+            i(&r, "active_bytes"),
+            allocated,
+            "{snap}: active = allocated in the real files"
+        );
+        assert_eq!(
+            i(&r, "requested_bytes"),
+            requested,
+            "{snap}: MemoryViz's allocated (§7.2)"
+        );
         assert_eq!(i(&r, "free_bytes"), reserved - allocated, "{snap}");
         assert_eq!(f(&r, "frag_pct"), frag, "{snap}");
         assert_eq!(i(&r, "segments"), segments, "{snap}");
         assert_eq!(i(&r, "blocks"), blocks, "{snap}");
         assert_eq!(i(&r, "expandable_segments"), 0);
         assert_eq!(i(&r, "oom_count"), 0);
-        assert_eq!(i(&r, "pending_free_bytes"), 0, "{snap}: §7.1 pending bytes 0");
-        assert!(!b(&r, "false_fragmentation"), "{snap}: §7.1 is_pseudo false");
+        assert_eq!(
+            i(&r, "pending_free_bytes"),
+            0,
+            "{snap}: §7.1 pending bytes 0"
+        );
+        assert!(
+            !b(&r, "false_fragmentation"),
+            "{snap}: §7.1 is_pseudo false"
+        );
         assert_eq!(s(&r, "health"), health, "{snap}");
     }
-    let r = one(&d.engine, &format!("SELECT health_reason FROM snap_overview WHERE snapshot = '{C}'")).await;
+    let r = one(
+        &d.engine,
+        &format!("SELECT health_reason FROM snap_overview WHERE snapshot = '{C}'"),
+    )
+    .await;
     assert_eq!(s(&r, "health_reason"), "segments 405 > 100");
 }
 
@@ -163,18 +225,41 @@ async fn overview_matches_the_reference_on_real_pickles() {
 async fn block_states_and_segment_types_match_the_reference() {
     let d = real_dataset().await;
     let rows = query(&d.engine, "SELECT snapshot, state, blocks, bytes, requested_bytes FROM snap_block_states ORDER BY snapshot, state").await;
-    let got: Vec<(String, String, i64, i64)> =
-        rows.iter().map(|r| (s(r, "snapshot").into(), s(r, "state").into(), i(r, "blocks"), i(r, "bytes"))).collect();
+    let got: Vec<(String, String, i64, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                s(r, "snapshot").into(),
+                s(r, "state").into(),
+                i(r, "blocks"),
+                i(r, "bytes"),
+            )
+        })
+        .collect();
     let want = [
         (A, "active_allocated", 40, 48_760_832),
         (A, "inactive", 14, 85_456_896),
         (C, "active_allocated", 969, 17_738_153_984),
         (C, "inactive", 37, 140_066_816),
     ];
-    assert_eq!(got, want.iter().map(|(a, b, c, d)| (a.to_string(), b.to_string(), *c, *d)).collect::<Vec<_>>());
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|(a, b, c, d)| (a.to_string(), b.to_string(), *c, *d))
+            .collect::<Vec<_>>()
+    );
 
     let rows = query(&d.engine, "SELECT snapshot, segment_type, segments FROM snap_segment_types ORDER BY snapshot, segment_type").await;
-    let got: Vec<(String, String, i64)> = rows.iter().map(|r| (s(r, "snapshot").into(), s(r, "segment_type").into(), i(r, "segments"))).collect();
+    let got: Vec<(String, String, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                s(r, "snapshot").into(),
+                s(r, "segment_type").into(),
+                i(r, "segments"),
+            )
+        })
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -190,12 +275,25 @@ async fn block_states_and_segment_types_match_the_reference() {
 async fn expansions_match_the_reference() {
     let d = real_dataset().await;
     for (snap, events) in [(A, 7), (C, 178)] {
-        let r = one(&d.engine, &format!("SELECT COUNT(*) AS n FROM snap_expansions WHERE snapshot = '{snap}'")).await;
+        let r = one(
+            &d.engine,
+            &format!("SELECT COUNT(*) AS n FROM snap_expansions WHERE snapshot = '{snap}'"),
+        )
+        .await;
         assert_eq!(i(&r, "n"), events, "{snap}: §7.1 expansion events");
     }
     // The reference's "largest segment events", ties in trace order.
     for (snap, want) in [
-        (A, vec![(1, 20_971_520), (79, 20_971_520), (99, 20_971_520), (174, 20_971_520), (757, 20_971_520)]),
+        (
+            A,
+            vec![
+                (1, 20_971_520),
+                (79, 20_971_520),
+                (99, 20_971_520),
+                (174, 20_971_520),
+                (757, 20_971_520),
+            ],
+        ),
         (C, vec![(1981, 268_435_456), (2105, 268_435_456)]),
     ] {
         let rows = query(
@@ -207,7 +305,11 @@ async fn expansions_match_the_reference() {
         assert_eq!(got, want, "{snap}");
     }
     // reserved bytes after each event come from the timeline: the last one is the final total
-    let r = one(&d.engine, &format!("SELECT reserved_bytes FROM snap_expansions WHERE snapshot = '{A}' AND seq = 757")).await;
+    let r = one(
+        &d.engine,
+        &format!("SELECT reserved_bytes FROM snap_expansions WHERE snapshot = '{A}' AND seq = 757"),
+    )
+    .await;
     assert_eq!(i(&r, "reserved_bytes"), 134_217_728);
 }
 
@@ -216,8 +318,22 @@ async fn top_blocks_match_the_reference_with_readable_call_paths() {
     let d = real_dataset().await;
     // (size, requested, segment address) of the reference's first three "largest live blocks"
     let want = [
-        (A, [(8_519_680, 8_519_680, "0x00007f4477c00000"), (8_519_680, 8_519_680, "0x00007f44f2000000"), (7_864_320, 7_864_320, "0x00007f4474000000")]),
-        (C, [(104_857_600, 104_857_600, "0x00007f57c4000000"), (104_857_600, 104_857_600, "0x00007f57cc000000"), (104_857_600, 104_857_600, "0x00007f57d4000000")]),
+        (
+            A,
+            [
+                (8_519_680, 8_519_680, "0x00007f4477c00000"),
+                (8_519_680, 8_519_680, "0x00007f44f2000000"),
+                (7_864_320, 7_864_320, "0x00007f4474000000"),
+            ],
+        ),
+        (
+            C,
+            [
+                (104_857_600, 104_857_600, "0x00007f57c4000000"),
+                (104_857_600, 104_857_600, "0x00007f57cc000000"),
+                (104_857_600, 104_857_600, "0x00007f57d4000000"),
+            ],
+        ),
     ];
     for (snap, top) in want {
         let rows = query(
@@ -225,8 +341,23 @@ async fn top_blocks_match_the_reference_with_readable_call_paths() {
             &format!("SELECT rank, size, requested_size, hex(segment_address) AS seg, call_path, user_frame FROM snap_top_blocks WHERE snapshot = '{snap}' AND rank <= 3 ORDER BY rank"),
         )
         .await;
-        let got: Vec<(i64, i64, String)> = rows.iter().map(|r| (i(r, "size"), i(r, "requested_size"), s(r, "seg").to_string())).collect();
-        assert_eq!(got, top.iter().map(|(a, b, c)| (*a, *b, c.to_string())).collect::<Vec<_>>(), "{snap}");
+        let got: Vec<(i64, i64, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    i(r, "size"),
+                    i(r, "requested_size"),
+                    s(r, "seg").to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            top.iter()
+                .map(|(a, b, c)| (*a, *b, c.to_string()))
+                .collect::<Vec<_>>(),
+            "{snap}"
+        );
     }
     let rows = query(&d.engine, &format!("SELECT call_path, user_frame FROM snap_top_blocks WHERE snapshot = '{A}' AND rank <= 3 ORDER BY rank")).await;
     // the reference's display (§4.0), without its HTML escaping
@@ -235,10 +366,15 @@ async fn top_blocks_match_the_reference_with_readable_call_paths() {
         "torch::cuda::(anonymous namespace)::gather_with_cpp() → c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, ... → c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc(void*... → c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(uns... → at::cuda::getNewWorkspace()"
     );
     assert_eq!(s(&rows[1], "call_path"), "(no stack)");
-    assert!(s(&rows[2], "call_path").ends_with("→ at::TensorBase at::detail::_empty_strided_generic<c10::ArrayRef<long> >(c10::..."));
+    assert!(s(&rows[2], "call_path").ends_with(
+        "→ at::TensorBase at::detail::_empty_strided_generic<c10::ArrayRef<long> >(c10::..."
+    ));
     // ... and the user code behind it (a backward-pass thread without Python frames names the op)
     assert_eq!(s(&rows[0], "user_frame"), "at::cuda::getNewWorkspace()");
-    assert_eq!(s(&rows[2], "user_frame"), "/oscar/home/jsolt/FourierNN/counterfactuals.py:102:generate_counterfactuals");
+    assert_eq!(
+        s(&rows[2], "user_frame"),
+        "/oscar/home/jsolt/FourierNN/counterfactuals.py:102:generate_counterfactuals"
+    );
     assert!(null(&rows[1], "user_frame"));
 }
 
@@ -248,12 +384,39 @@ async fn fragmentation_matches_the_reference_and_memory_viz_stats() {
     // The reference's top fragmented segments (frag desc, waste desc, segment order); C's first is
     // 28.125 % rounded half away from zero like SQLite (28.13, not Python's 28.12).
     let want = [
-        (A, vec![(139_930_336_493_568u64, 100.0, 20_971_520), (139_932_022_603_776, 100.0, 20_971_520), (139_931_187_937_280, 100.0, 2_097_152), (139_931_198_423_040, 100.0, 2_097_152), (139_931_200_520_192, 100.0, 2_097_152)]),
-        (C, vec![(140_010_720_329_728, 28.13, 589_824), (140_009_222_963_200, 25.0, 5_242_880), (140_009_290_072_064, 25.0, 5_242_880), (140_009_256_517_632, 20.0, 4_194_304), (140_009_457_844_224, 20.0, 4_194_304)]),
+        (
+            A,
+            vec![
+                (139_930_336_493_568u64, 100.0, 20_971_520),
+                (139_932_022_603_776, 100.0, 20_971_520),
+                (139_931_187_937_280, 100.0, 2_097_152),
+                (139_931_198_423_040, 100.0, 2_097_152),
+                (139_931_200_520_192, 100.0, 2_097_152),
+            ],
+        ),
+        (
+            C,
+            vec![
+                (140_010_720_329_728, 28.13, 589_824),
+                (140_009_222_963_200, 25.0, 5_242_880),
+                (140_009_290_072_064, 25.0, 5_242_880),
+                (140_009_256_517_632, 20.0, 4_194_304),
+                (140_009_457_844_224, 20.0, 4_194_304),
+            ],
+        ),
     ];
     for (snap, top) in want {
         let rows = query(&d.engine, &format!("SELECT address, frag_pct, free_bytes FROM snap_fragmentation WHERE snapshot = '{snap}' AND rank <= 5 ORDER BY rank")).await;
-        let got: Vec<(u64, f64, i64)> = rows.iter().map(|r| (r["address"].as_u64().unwrap(), f(r, "frag_pct"), i(r, "free_bytes"))).collect();
+        let got: Vec<(u64, f64, i64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["address"].as_u64().unwrap(),
+                    f(r, "frag_pct"),
+                    i(r, "free_bytes"),
+                )
+            })
+            .collect();
         assert_eq!(got, top, "{snap}");
     }
     // `_memory_viz stats` (§7.2): free external = Σ free, free internal = rounding waste
@@ -263,7 +426,16 @@ async fn fragmentation_matches_the_reference_and_memory_viz_stats() {
             &format!("SELECT SUM(free_bytes) AS ext, SUM(internal_waste) AS int, SUM(pending_free_bytes) AS pending, SUM(CASE WHEN false_fragmentation THEN 1 ELSE 0 END) AS pseudo FROM snap_fragmentation WHERE snapshot = '{snap}'"),
         )
         .await;
-        assert_eq!((i(&r, "ext"), i(&r, "int"), i(&r, "pending"), i(&r, "pseudo")), (external, internal, 0, 0), "{snap}");
+        assert_eq!(
+            (
+                i(&r, "ext"),
+                i(&r, "int"),
+                i(&r, "pending"),
+                i(&r, "pseudo")
+            ),
+            (external, internal, 0, 0),
+            "{snap}"
+        );
     }
 }
 
@@ -274,11 +446,37 @@ async fn peak_matches_memory_viz_on_real_pickles() {
     let d = real_dataset().await;
     // (snapshot, active start, peak, peak seq, end, reserved start, peak, peak seq, reference peak @seq)
     let want = [
-        (A, 8_771_952, 108_258_676, 759, 48_748_928, 25_165_824, 134_217_728, 757, 109_051_904, 757),
-        (C, 13_628_553_216, 17_602_723_840, 8226, 17_602_723_840, 13_763_608_576, 17_878_220_800, 8217, 4_114_612_224, 8217),
+        (
+            A,
+            8_771_952,
+            108_258_676,
+            759,
+            48_748_928,
+            25_165_824,
+            134_217_728,
+            757,
+            109_051_904,
+            757,
+        ),
+        (
+            C,
+            13_628_553_216,
+            17_602_723_840,
+            8226,
+            17_602_723_840,
+            13_763_608_576,
+            17_878_220_800,
+            8217,
+            4_114_612_224,
+            8217,
+        ),
     ];
     for (snap, a0, ap, aps, ae, r0, rp, rps, refp, refs) in want {
-        let r = one(&d.engine, &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'")).await;
+        let r = one(
+            &d.engine,
+            &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'"),
+        )
+        .await;
         assert_eq!(i(&r, "active_start"), a0, "{snap}");
         assert_eq!(i(&r, "active_peak"), ap, "{snap}");
         assert_eq!(i(&r, "active_peak_seq"), aps, "{snap}");
@@ -286,7 +484,11 @@ async fn peak_matches_memory_viz_on_real_pickles() {
         assert_eq!(i(&r, "reserved_start"), r0, "{snap}");
         assert_eq!(i(&r, "reserved_peak"), rp, "{snap}");
         assert_eq!(i(&r, "reserved_peak_seq"), rps, "{snap}");
-        assert_eq!(i(&r, "reserved_end"), rp, "{snap}: no segment was released in the window");
+        assert_eq!(
+            i(&r, "reserved_end"),
+            rp,
+            "{snap}: no segment was released in the window"
+        );
         // the reference's --mode peak figure (net segment growth from zero), kept beside
         assert_eq!(i(&r, "reference_peak"), refp, "{snap}");
         assert_eq!(i(&r, "reference_peak_seq"), refs, "{snap}");
@@ -301,9 +503,21 @@ async fn timeline_equals_an_independent_replay() {
     for snap in [A, C] {
         let traces = query(&d.engine, &format!("SELECT seq, action, addr, size, active_bytes, reserved_bytes FROM snap_timeline WHERE snapshot = '{snap}' ORDER BY seq")).await;
         let blocks = query(&d.engine, &format!("SELECT address, requested_size FROM snap_blocks WHERE snapshot = '{snap}' AND state IN ('active_allocated', 'active_pending_free')")).await;
-        let segments = query(&d.engine, &format!("SELECT address, total_size FROM snap_segments WHERE snapshot = '{snap}'")).await;
-        let entries = query(&d.engine, &format!("SELECT COUNT(*) AS n FROM snap_traces WHERE snapshot = '{snap}'")).await;
-        assert_eq!(traces.len() as i64, i(&entries[0], "n"), "{snap}: one timeline row per entry");
+        let segments = query(
+            &d.engine,
+            &format!("SELECT address, total_size FROM snap_segments WHERE snapshot = '{snap}'"),
+        )
+        .await;
+        let entries = query(
+            &d.engine,
+            &format!("SELECT COUNT(*) AS n FROM snap_traces WHERE snapshot = '{snap}'"),
+        )
+        .await;
+        assert_eq!(
+            traces.len() as i64,
+            i(&entries[0], "n"),
+            "{snap}: one timeline row per entry"
+        );
 
         // forward pass: what the window holds, and what it frees without having allocated it
         let (mut held, mut seg_held) = (HashMap::<u64, i64>::new(), HashMap::<u64, i64>::new());
@@ -355,10 +569,18 @@ async fn timeline_equals_an_independent_replay() {
             active += deltas[k];
             reserved += seg_deltas[k];
             assert_eq!(i(t, "active_bytes"), active, "{snap} seq {}", i(t, "seq"));
-            assert_eq!(i(t, "reserved_bytes"), reserved, "{snap} seq {}", i(t, "seq"));
+            assert_eq!(
+                i(t, "reserved_bytes"),
+                reserved,
+                "{snap} seq {}",
+                i(t, "seq")
+            );
         }
         let live: i64 = blocks.iter().map(|bl| i(bl, "requested_size")).sum();
-        assert_eq!(active, live, "{snap}: the timeline ends at the final live bytes");
+        assert_eq!(
+            active, live,
+            "{snap}: the timeline ends at the final live bytes"
+        );
     }
 }
 
@@ -374,14 +596,26 @@ async fn peak_blocks_add_up_to_the_peak() {
         assert_eq!(i(&r, "total"), peak, "{snap}");
         assert_eq!(i(&r, "peak"), peak, "{snap}");
         assert_eq!(i(&r, "n"), live, "{snap}");
-        assert!((f(&r, "pct") - 100.0).abs() < 0.005 * live as f64, "{snap}: shares are rounded to 2 decimals");
+        assert!(
+            (f(&r, "pct") - 100.0).abs() < 0.005 * live as f64,
+            "{snap}: shares are rounded to 2 decimals"
+        );
     }
     // At A's peak (entry 759) the largest allocation of the window is a generate_counterfactuals tensor.
-    let rows = query(&d.engine, &format!("SELECT * FROM snap_peak_blocks WHERE snapshot = '{A}' AND rank <= 3 ORDER BY rank")).await;
+    let rows = query(
+        &d.engine,
+        &format!(
+            "SELECT * FROM snap_peak_blocks WHERE snapshot = '{A}' AND rank <= 3 ORDER BY rank"
+        ),
+    )
+    .await;
     assert_eq!(i(&rows[0], "size"), 8_519_680);
     assert_eq!(s(&rows[0], "origin"), "before_window");
     assert_eq!(i(&rows[2], "size"), 7_864_320);
-    assert_eq!(s(&rows[2], "user_frame"), "/oscar/home/jsolt/FourierNN/counterfactuals.py:102:generate_counterfactuals");
+    assert_eq!(
+        s(&rows[2], "user_frame"),
+        "/oscar/home/jsolt/FourierNN/counterfactuals.py:102:generate_counterfactuals"
+    );
 }
 
 #[tokio::test]
@@ -398,11 +632,22 @@ async fn long_lived_blocks_and_the_reference_count() {
             ),
         )
         .await;
-        assert_eq!((i(&r, "r"), i(&r, "m"), i(&r, "b")), (reference, memq, before), "{snap}");
+        assert_eq!(
+            (i(&r, "r"), i(&r, "m"), i(&r, "b")),
+            (reference, memq, before),
+            "{snap}"
+        );
     }
     // A's alloc at entry 209 (the 8.1 MiB cuBLAS workspace) lives to the end: 5593 entries later.
-    let r = one(&d.engine, &format!("SELECT * FROM snap_long_lived WHERE snapshot = '{A}' AND alloc_seq = 209")).await;
-    assert_eq!((i(&r, "size"), i(&r, "age_entries"), i(&r, "window_entries")), (8_519_680, 5593, 5803));
+    let r = one(
+        &d.engine,
+        &format!("SELECT * FROM snap_long_lived WHERE snapshot = '{A}' AND alloc_seq = 209"),
+    )
+    .await;
+    assert_eq!(
+        (i(&r, "size"), i(&r, "age_entries"), i(&r, "window_entries")),
+        (8_519_680, 5593, 5803)
+    );
     assert!(b(&r, "long_lived") && b(&r, "reference_long_lived"));
 }
 
@@ -410,10 +655,20 @@ async fn long_lived_blocks_and_the_reference_count() {
 async fn stack_attribution_counts_live_blocks_only() {
     let d = real_dataset().await;
     // The reference's suspects #2/#3 (§7.1): same stacks, bytes, blocks and share of reserved.
-    for (snap, want) in [(A, vec![(1, 15_728_640, 2, 11.72), (4, 8_519_680, 1, 6.35)]), (C, vec![(402, 33_554_432, 1, 0.19), (626, 20_971_520, 1, 0.12)])] {
+    for (snap, want) in [
+        (A, vec![(1, 15_728_640, 2, 11.72), (4, 8_519_680, 1, 6.35)]),
+        (
+            C,
+            vec![(402, 33_554_432, 1, 0.19), (626, 20_971_520, 1, 0.12)],
+        ),
+    ] {
         for (stack, bytes, blocks, pct) in want {
             let r = one(&d.engine, &format!("SELECT * FROM snap_stack_attribution WHERE snapshot = '{snap}' AND grouping = 'stack' AND stack_id = {stack}")).await;
-            assert_eq!((i(&r, "bytes"), i(&r, "blocks"), f(&r, "pct_of_reserved")), (bytes, blocks, pct), "{snap} stack {stack}");
+            assert_eq!(
+                (i(&r, "bytes"), i(&r, "blocks"), f(&r, "pct_of_reserved")),
+                (bytes, blocks, pct),
+                "{snap} stack {stack}"
+            );
         }
     }
     // C: 97 stacks tie at 20 MiB; as in the reference, higher stack ids first.
@@ -428,17 +683,29 @@ async fn stack_attribution_counts_live_blocks_only() {
     }
     // by user frame: C's transformer.py:22 (a Linear forward) holds most of the recorded bytes
     let r = one(&d.engine, &format!("SELECT * FROM snap_stack_attribution WHERE snapshot = '{C}' AND grouping = 'user_frame' AND rank = 2")).await;
-    assert_eq!(s(&r, "user_frame"), "/home/c-kaitwang/assignment1/cs336_basics/transformer.py:22:forward");
-    assert_eq!((i(&r, "stacks"), i(&r, "blocks"), i(&r, "bytes")), (99, 99, 1_585_446_912));
+    assert_eq!(
+        s(&r, "user_frame"),
+        "/home/c-kaitwang/assignment1/cs336_basics/transformer.py:22:forward"
+    );
+    assert_eq!(
+        (i(&r, "stacks"), i(&r, "blocks"), i(&r, "bytes")),
+        (99, 99, 1_585_446_912)
+    );
     // every grouping covers all live bytes
     let r = one(&d.engine, "SELECT SUM(CASE WHEN grouping = 'stack' THEN bytes END) AS s, SUM(CASE WHEN grouping = 'user_frame' THEN bytes END) AS u FROM snap_stack_attribution").await;
-    assert_eq!((i(&r, "s"), i(&r, "u")), (48_760_832 + 17_738_153_984, 48_760_832 + 17_738_153_984));
+    assert_eq!(
+        (i(&r, "s"), i(&r, "u")),
+        (48_760_832 + 17_738_153_984, 48_760_832 + 17_738_153_984)
+    );
 }
 
 #[tokio::test]
 async fn state_at_replays_back_to_the_timeline() {
     let d = real_dataset().await;
-    for (snap, seqs) in [(A, vec![-1, 0, 757, 759, 3000, 5802]), (C, vec![-1, 1981, 5000, 8217, 8226])] {
+    for (snap, seqs) in [
+        (A, vec![-1, 0, 757, 759, 3000, 5802]),
+        (C, vec![-1, 1981, 5000, 8217, 8226]),
+    ] {
         for seq in seqs {
             let st = one(
                 &d.engine,
@@ -455,10 +722,26 @@ async fn state_at_replays_back_to_the_timeline() {
             } else {
                 one(&d.engine, &format!("SELECT active_bytes, reserved_bytes FROM snap_timeline WHERE snapshot = '{snap}' AND seq = {seq}")).await
             };
-            assert_eq!(i(&st, "reserved"), i(&tl, "reserved_bytes"), "{snap} after {seq}");
-            assert_eq!(i(&st, "active"), i(&tl, "active_bytes"), "{snap} after {seq}");
-            assert_eq!(i(&st, "seg_requested"), i(&tl, "active_bytes"), "{snap} after {seq}");
-            assert_eq!(i(&st, "unplaced"), 0, "{snap} after {seq}: every block lies in a segment");
+            assert_eq!(
+                i(&st, "reserved"),
+                i(&tl, "reserved_bytes"),
+                "{snap} after {seq}"
+            );
+            assert_eq!(
+                i(&st, "active"),
+                i(&tl, "active_bytes"),
+                "{snap} after {seq}"
+            );
+            assert_eq!(
+                i(&st, "seg_requested"),
+                i(&tl, "active_bytes"),
+                "{snap} after {seq}"
+            );
+            assert_eq!(
+                i(&st, "unplaced"),
+                0,
+                "{snap} after {seq}: every block lies in a segment"
+            );
         }
     }
     // after the last entry: exactly the final state, every row untouched
@@ -466,9 +749,17 @@ async fn state_at_replays_back_to_the_timeline() {
     assert_eq!((i(&r, "n"), i(&r, "final")), (10 + 40, 50));
     assert_eq!((i(&r, "free"), i(&r, "waste")), (85_456_896, 11_904));
     // all snapshots at once, and one device only
-    let r = one(&d.engine, "SELECT COUNT(DISTINCT snapshot) AS n FROM state_at(0)").await;
+    let r = one(
+        &d.engine,
+        "SELECT COUNT(DISTINCT snapshot) AS n FROM state_at(0)",
+    )
+    .await;
     assert_eq!(i(&r, "n"), 2);
-    let r = one(&d.engine, &format!("SELECT COUNT(*) AS n FROM state_at(0, '{A}', 1)")).await;
+    let r = one(
+        &d.engine,
+        &format!("SELECT COUNT(*) AS n FROM state_at(0, '{A}', 1)"),
+    )
+    .await;
     assert_eq!(i(&r, "n"), 0);
 }
 
@@ -476,7 +767,11 @@ async fn state_at_replays_back_to_the_timeline() {
 async fn compare_matches_by_content_not_address() {
     let d = real_dataset().await;
     // a snapshot against itself: nothing changes
-    let rows = query(&d.engine, &format!("SELECT * FROM snap_compare('{A}', '{A}')")).await;
+    let rows = query(
+        &d.engine,
+        &format!("SELECT * FROM snap_compare('{A}', '{A}')"),
+    )
+    .await;
     assert!(!rows.is_empty());
     for r in &rows {
         assert_eq!(s(r, "trend"), "=", "{r:?}");
@@ -487,26 +782,62 @@ async fn compare_matches_by_content_not_address() {
     let reserved = by_key["reserved"];
     assert_eq!((i(reserved, "a_count"), i(reserved, "b_count")), (10, 405));
     assert_eq!(i(reserved, "diff_bytes"), 17_878_220_800 - 134_217_728);
-    assert_eq!((i(by_key["active_peak"], "a_bytes"), i(by_key["active_peak"], "b_bytes")), (108_258_676, 17_602_723_840));
+    assert_eq!(
+        (
+            i(by_key["active_peak"], "a_bytes"),
+            i(by_key["active_peak"], "b_bytes")
+        ),
+        (108_258_676, 17_602_723_840)
+    );
     assert_eq!(i(by_key["free"], "b_bytes"), 140_066_816);
 }
 
 #[tokio::test]
 async fn library_columns_are_all_documented_with_units() {
     let d = real_dataset().await;
-    let analyses: Vec<_> = library::analyses().into_iter().filter(|a| a.path.starts_with("snapshot/")).collect();
+    let analyses: Vec<_> = library::analyses()
+        .into_iter()
+        .filter(|a| a.path.starts_with("snapshot/"))
+        .collect();
     let names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
     for wanted in [
-        "snap_overview", "snap_block_states", "snap_segment_types", "snap_expansions", "snap_top_blocks", "snap_oom",
-        "snap_fragmentation", "snap_timeline", "snap_peak", "snap_peak_blocks", "snap_long_lived",
-        "snap_stack_attribution", "snap_compare", "state_at",
+        "snap_overview",
+        "snap_block_states",
+        "snap_segment_types",
+        "snap_expansions",
+        "snap_top_blocks",
+        "snap_oom",
+        "snap_fragmentation",
+        "snap_timeline",
+        "snap_peak",
+        "snap_peak_blocks",
+        "snap_long_lived",
+        "snap_stack_attribution",
+        "snap_compare",
+        "state_at",
     ] {
-        assert!(names.contains(&wanted), "sql/snapshot/{wanted}.sql is missing");
+        assert!(
+            names.contains(&wanted),
+            "sql/snapshot/{wanted}.sql is missing"
+        );
     }
     // words that say what a number is: a unit, or what kind of identifier it is
     let units = [
-        "bytes", "count", "percent", "µs", "seq", "ordinal", "rank", "address", "stack", "handle", "(snap_", "true when",
-        "element of", "segment_pool_id", "the entry",
+        "bytes",
+        "count",
+        "percent",
+        "µs",
+        "seq",
+        "ordinal",
+        "rank",
+        "address",
+        "stack",
+        "handle",
+        "(snap_",
+        "true when",
+        "element of",
+        "segment_pool_id",
+        "the entry",
     ];
     for a in &analyses {
         let call = match a.name.as_str() {
@@ -514,15 +845,36 @@ async fn library_columns_are_all_documented_with_units() {
             "snap_compare" => format!("snap_compare('{A}', '{C}')"),
             n => n.to_string(),
         };
-        let df = d.engine.dataframe(&format!("SELECT * FROM {call}")).await.unwrap_or_else(|e| panic!("{call}: {e}"));
-        let fields: Vec<(String, DataType)> = df.schema().fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+        let df = d
+            .engine
+            .dataframe(&format!("SELECT * FROM {call}"))
+            .await
+            .unwrap_or_else(|e| panic!("{call}: {e}"));
+        let fields: Vec<(String, DataType)> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect();
         let documented: Vec<&str> = a.columns.iter().map(|(c, _)| c.as_str()).collect();
         let actual: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(documented, actual, "sql/{}: @column lines must list the output columns in order", a.path);
+        assert_eq!(
+            documented, actual,
+            "sql/{}: @column lines must list the output columns in order",
+            a.path
+        );
         for ((name, doc), (_, ty)) in a.columns.iter().zip(&fields) {
-            assert!(!doc.is_empty(), "sql/{}: column {name} has no description", a.path);
+            assert!(
+                !doc.is_empty(),
+                "sql/{}: column {name} has no description",
+                a.path
+            );
             if ty.is_numeric() {
-                assert!(units.iter().any(|u| doc.contains(u)), "sql/{}: numeric column {name} does not state its unit: {doc}", a.path);
+                assert!(
+                    units.iter().any(|u| doc.contains(u)),
+                    "sql/{}: numeric column {name} does not state its unit: {doc}",
+                    a.path
+                );
             }
         }
     }
@@ -536,30 +888,81 @@ async fn library_columns_are_all_documented_with_units() {
 async fn allocations_before_the_window_count_from_the_start() {
     let d = synthetic_dataset().await;
     let snap = "syn_before_window.pickle";
-    let p = one(&d.engine, &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'")).await;
+    let p = one(
+        &d.engine,
+        &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'"),
+    )
+    .await;
     // 2 MiB - 100 live + 1 MiB pending-free (both before the window) + 3 MiB freed at entry 1
     assert_eq!(i(&p, "active_start"), 6 * MIB - 100);
     assert_eq!(i(&p, "active_peak"), 8 * MIB - 100);
     assert_eq!(i(&p, "active_peak_seq"), 4);
     assert_eq!(i(&p, "active_end"), 7 * MIB - 100);
-    assert_eq!((i(&p, "reserved_start"), i(&p, "reserved_peak"), i(&p, "reserved_peak_seq")), (20 * MIB, 20 * MIB, -1));
-    assert!(null(&p, "reference_peak"), "no segment event: the reference reports no timeline data");
-    let rows = query(&d.engine, &format!("SELECT seq, active_bytes FROM snap_timeline WHERE snapshot = '{snap}' ORDER BY seq")).await;
+    assert_eq!(
+        (
+            i(&p, "reserved_start"),
+            i(&p, "reserved_peak"),
+            i(&p, "reserved_peak_seq")
+        ),
+        (20 * MIB, 20 * MIB, -1)
+    );
+    assert!(
+        null(&p, "reference_peak"),
+        "no segment event: the reference reports no timeline data"
+    );
+    let rows = query(
+        &d.engine,
+        &format!(
+            "SELECT seq, active_bytes FROM snap_timeline WHERE snapshot = '{snap}' ORDER BY seq"
+        ),
+    )
+    .await;
     let got: Vec<i64> = rows.iter().map(|r| i(r, "active_bytes")).collect();
-    assert_eq!(got, vec![6 * MIB - 100, 3 * MIB - 100, 7 * MIB - 100, 7 * MIB - 100, 8 * MIB - 100, 8 * MIB - 100, 7 * MIB - 100]);
+    assert_eq!(
+        got,
+        vec![
+            6 * MIB - 100,
+            3 * MIB - 100,
+            7 * MIB - 100,
+            7 * MIB - 100,
+            8 * MIB - 100,
+            8 * MIB - 100,
+            7 * MIB - 100
+        ]
+    );
 
     let rows = query(&d.engine, &format!("SELECT * FROM snap_allocations WHERE snapshot = '{snap}' ORDER BY alloc_seq NULLS FIRST, addr")).await;
     type Allocation = (String, String, Option<i64>, Option<i64>, i64);
     let got: Vec<Allocation> = rows
         .iter()
-        .map(|r| (s(r, "origin").into(), s(r, "end_kind").into(), r["alloc_seq"].as_i64(), r["free_seq"].as_i64(), i(r, "size")))
+        .map(|r| {
+            (
+                s(r, "origin").into(),
+                s(r, "end_kind").into(),
+                r["alloc_seq"].as_i64(),
+                r["free_seq"].as_i64(),
+                i(r, "size"),
+            )
+        })
         .collect();
     assert_eq!(
         got,
         vec![
-            ("before_window".into(), "live".into(), None, None, 2 * MIB - 100),
+            (
+                "before_window".into(),
+                "live".into(),
+                None,
+                None,
+                2 * MIB - 100
+            ),
             ("before_window".into(), "live".into(), None, None, MIB),
-            ("before_window".into(), "freed".into(), None, Some(1), 3 * MIB),
+            (
+                "before_window".into(),
+                "freed".into(),
+                None,
+                Some(1),
+                3 * MIB
+            ),
             ("in_window".into(), "live".into(), Some(2), None, 4 * MIB),
             ("in_window".into(), "freed".into(), Some(4), Some(6), MIB),
         ]
@@ -569,7 +972,16 @@ async fn allocations_before_the_window_count_from_the_start() {
 
     // state_at: after entry 0 the block freed at entry 1 is back, pending (free requested at 0)
     let rows = query(&d.engine, &format!("SELECT address, size, requested_size, state, origin FROM state_at(0, '{snap}') WHERE kind = 'block' ORDER BY address")).await;
-    let got: Vec<(i64, String, String)> = rows.iter().map(|r| (i(r, "requested_size"), s(r, "state").into(), s(r, "origin").into())).collect();
+    let got: Vec<(i64, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                i(r, "requested_size"),
+                s(r, "state").into(),
+                s(r, "origin").into(),
+            )
+        })
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -578,18 +990,40 @@ async fn allocations_before_the_window_count_from_the_start() {
             (3 * MIB, "active_pending_free".into(), "replayed".into()),
         ]
     );
-    let r = one(&d.engine, &format!("SELECT state FROM state_at(-1, '{snap}') WHERE kind = 'block' AND requested_size = {}", 3 * MIB)).await;
+    let r = one(
+        &d.engine,
+        &format!(
+            "SELECT state FROM state_at(-1, '{snap}') WHERE kind = 'block' AND requested_size = {}",
+            3 * MIB
+        ),
+    )
+    .await;
     assert_eq!(s(&r, "state"), "active_allocated");
     let r = one(&d.engine, &format!("SELECT state FROM state_at(3, '{snap}') WHERE kind = 'block' AND requested_size = {MIB}")).await;
     assert_eq!(s(&r, "state"), "active_pending_free");
 
     // long-lived: the two blocks from before the window; the alloc at entry 2 is not in the first 20 %
-    let rows = query(&d.engine, &format!("SELECT origin FROM snap_long_lived WHERE snapshot = '{snap}'")).await;
+    let rows = query(
+        &d.engine,
+        &format!("SELECT origin FROM snap_long_lived WHERE snapshot = '{snap}'"),
+    )
+    .await;
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| s(r, "origin") == "before_window"));
     // overview: the pending-free block is active, not allocated
-    let r = one(&d.engine, &format!("SELECT * FROM snap_overview WHERE snapshot = '{snap}'")).await;
-    assert_eq!((i(&r, "allocated_bytes"), i(&r, "active_bytes"), i(&r, "pending_free_bytes")), (6 * MIB, 7 * MIB, MIB));
+    let r = one(
+        &d.engine,
+        &format!("SELECT * FROM snap_overview WHERE snapshot = '{snap}'"),
+    )
+    .await;
+    assert_eq!(
+        (
+            i(&r, "allocated_bytes"),
+            i(&r, "active_bytes"),
+            i(&r, "pending_free_bytes")
+        ),
+        (6 * MIB, 7 * MIB, MIB)
+    );
     assert_eq!(f(&r, "pending_free_pct"), 7.14);
 }
 
@@ -602,34 +1036,101 @@ async fn reserved_memory_follows_expandable_segments() {
     let rows = query(&d.engine, &format!("SELECT reserved_bytes, segment_growth_bytes FROM snap_timeline WHERE snapshot = '{snap}' ORDER BY seq")).await;
     let reserved: Vec<i64> = rows.iter().map(|r| i(r, "reserved_bytes") / MIB).collect();
     assert_eq!(reserved, vec![6, 6, 10, 8, 6, 8, 6]);
-    let growth: Vec<i64> = rows.iter().map(|r| i(r, "segment_growth_bytes") / MIB).collect();
+    let growth: Vec<i64> = rows
+        .iter()
+        .map(|r| i(r, "segment_growth_bytes") / MIB)
+        .collect();
     assert_eq!(growth, vec![4, 4, 8, 6, 4, 6, 4]);
-    let p = one(&d.engine, &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'")).await;
+    let p = one(
+        &d.engine,
+        &format!("SELECT * FROM snap_peak WHERE snapshot = '{snap}'"),
+    )
+    .await;
     // MemoryViz ignores map/unmap: it would start at 8 MiB (the final expandable segment drawn
     // flat plus the released one) and peak there; memq starts at 2 MiB and peaks at 10 MiB.
-    assert_eq!((i(&p, "reserved_start"), i(&p, "reserved_peak"), i(&p, "reserved_peak_seq"), i(&p, "reserved_end")), (2 * MIB, 10 * MIB, 2, 6 * MIB));
-    assert_eq!((i(&p, "reference_peak"), i(&p, "reference_peak_seq")), (8 * MIB, 2));
+    assert_eq!(
+        (
+            i(&p, "reserved_start"),
+            i(&p, "reserved_peak"),
+            i(&p, "reserved_peak_seq"),
+            i(&p, "reserved_end")
+        ),
+        (2 * MIB, 10 * MIB, 2, 6 * MIB)
+    );
+    assert_eq!(
+        (i(&p, "reference_peak"), i(&p, "reference_peak_seq")),
+        (8 * MIB, 2)
+    );
 
     // state_at merges contiguous mapped ranges into one segment
-    let segs = |seq: i64| format!("SELECT address, size, origin, is_expandable FROM state_at({seq}, '{snap}') WHERE kind = 'segment' ORDER BY address DESC");
+    let segs = |seq: i64| {
+        format!("SELECT address, size, origin, is_expandable FROM state_at({seq}, '{snap}') WHERE kind = 'segment' ORDER BY address DESC")
+    };
     let rows = query(&d.engine, &segs(2)).await;
-    let got: Vec<(i64, String, bool)> = rows.iter().map(|r| (i(r, "size") / MIB, s(r, "origin").into(), b(r, "is_expandable"))).collect();
-    assert_eq!(got, vec![(8, "replayed".into(), true), (2, "replayed".into(), false)]);
+    let got: Vec<(i64, String, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                i(r, "size") / MIB,
+                s(r, "origin").into(),
+                b(r, "is_expandable"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(8, "replayed".into(), true), (2, "replayed".into(), false)]
+    );
     let rows = query(&d.engine, &segs(5)).await;
-    let got: Vec<(i64, String, bool)> = rows.iter().map(|r| (i(r, "size") / MIB, s(r, "origin").into(), b(r, "is_expandable"))).collect();
-    assert_eq!(got, vec![(6, "final".into(), true), (2, "replayed".into(), false)]);
+    let got: Vec<(i64, String, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                i(r, "size") / MIB,
+                s(r, "origin").into(),
+                b(r, "is_expandable"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(6, "final".into(), true), (2, "replayed".into(), false)]
+    );
     let rows = query(&d.engine, &segs(0)).await;
     let got: Vec<i64> = rows.iter().map(|r| i(r, "size") / MIB).collect();
     assert_eq!(got, vec![4, 2]);
     // every entry: state_at agrees with the timeline
     for seq in -1..=6 {
         let st = one(&d.engine, &format!("SELECT COALESCE(SUM(size), 0) AS r FROM state_at({seq}, '{snap}') WHERE kind = 'segment'")).await;
-        let want = if seq < 0 { 2 * MIB } else { reserved[seq as usize] * MIB };
+        let want = if seq < 0 {
+            2 * MIB
+        } else {
+            reserved[seq as usize] * MIB
+        };
         assert_eq!(i(&st, "r"), want, "after {seq}");
     }
     let rows = query(&d.engine, &format!("SELECT seq, growth_rank, delta_bytes FROM snap_expansions WHERE snapshot = '{snap}' ORDER BY seq")).await;
-    let got: Vec<(i64, Option<i64>, i64)> = rows.iter().map(|r| (i(r, "seq"), r["growth_rank"].as_i64(), i(r, "delta_bytes") / MIB)).collect();
-    assert_eq!(got, vec![(0, Some(1), 4), (2, Some(2), 4), (3, None, -2), (4, None, -2), (5, Some(3), 2), (6, None, -2)]);
+    let got: Vec<(i64, Option<i64>, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                i(r, "seq"),
+                r["growth_rank"].as_i64(),
+                i(r, "delta_bytes") / MIB,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, Some(1), 4),
+            (2, Some(2), 4),
+            (3, None, -2),
+            (4, None, -2),
+            (5, Some(3), 2),
+            (6, None, -2)
+        ]
+    );
 }
 
 /// OOM verdicts: memq compares whole stacks among the last 5 allocations; the reference compares
@@ -637,17 +1138,43 @@ async fn reserved_memory_follows_expandable_segments() {
 #[tokio::test]
 async fn oom_verdicts_compare_real_stacks() {
     let d = synthetic_dataset().await;
-    let rows = query(&d.engine, "SELECT * FROM snap_oom WHERE snapshot = 'syn_oom.pickle' ORDER BY device").await;
+    let rows = query(
+        &d.engine,
+        "SELECT * FROM snap_oom WHERE snapshot = 'syn_oom.pickle' ORDER BY device",
+    )
+    .await;
     assert_eq!(rows.len(), 3);
     // device 0: five 8 MiB allocations from five different C++ stacks, 12 MiB free
     let r = &rows[0];
-    assert_eq!((i(r, "seq"), i(r, "requested_bytes"), i(r, "device_free")), (6, 64 * MIB, 12 * MIB));
-    assert_eq!((i(r, "active_bytes"), i(r, "reserved_bytes")), (40 * MIB, 40 * MIB));
-    assert_eq!((i(r, "context_allocs"), i(r, "distinct_stacks"), i(r, "repeated_count")), (5, 5, 0));
+    assert_eq!(
+        (i(r, "seq"), i(r, "requested_bytes"), i(r, "device_free")),
+        (6, 64 * MIB, 12 * MIB)
+    );
+    assert_eq!(
+        (i(r, "active_bytes"), i(r, "reserved_bytes")),
+        (40 * MIB, 40 * MIB)
+    );
+    assert_eq!(
+        (
+            i(r, "context_allocs"),
+            i(r, "distinct_stacks"),
+            i(r, "repeated_count")
+        ),
+        (5, 5, 0)
+    );
     assert!(null(r, "repeated_stack_id"));
     assert_eq!(s(r, "verdict"), "run_of_large_allocations");
-    assert_eq!(s(r, "reference_verdict"), "same_stack_repeated", "every C++ stack starts with the same 60 characters");
-    let last: Vec<i64> = r["last_allocs"].as_array().unwrap().iter().map(|a| a["seq"].as_i64().unwrap()).collect();
+    assert_eq!(
+        s(r, "reference_verdict"),
+        "same_stack_repeated",
+        "every C++ stack starts with the same 60 characters"
+    );
+    let last: Vec<i64> = r["last_allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["seq"].as_i64().unwrap())
+        .collect();
     assert_eq!(last, vec![5, 4, 3, 2, 1], "newest first");
     assert!(null(r, "next_allocs"), "nothing after the OOM");
     // device 1: the last 5 allocations include 3 from one stack (1 MiB each), the 5 largest are
@@ -659,15 +1186,26 @@ async fn oom_verdicts_compare_real_stacks() {
     let user = one(&d.engine, &format!("SELECT user_frame FROM snap_stacks WHERE snapshot = 'syn_oom.pickle' AND stack_id = {k}")).await;
     assert_eq!(s(&user, "user_frame"), "cache.py:7:grow_kv_cache");
     assert_eq!(s(r, "reference_verdict"), "single_oversized_request");
-    let largest: Vec<i64> = r["largest_allocs"].as_array().unwrap().iter().map(|a| a["size"].as_i64().unwrap()).collect();
+    let largest: Vec<i64> = r["largest_allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["size"].as_i64().unwrap())
+        .collect();
     assert_eq!(largest, vec![16 * MIB; 5]);
     assert_eq!(i(r, "last_allocs_bytes"), 3 * MIB + 32 * MIB);
     // device 2: one allocation only
     let r = &rows[2];
-    assert_eq!((s(r, "verdict"), s(r, "reference_verdict")), ("insufficient_data", "insufficient_data"));
+    assert_eq!(
+        (s(r, "verdict"), s(r, "reference_verdict")),
+        ("insufficient_data", "insufficient_data")
+    );
     // the OOM shows in the overview's health
     let r = one(&d.engine, "SELECT health, health_reason FROM snap_overview WHERE snapshot = 'syn_oom.pickle' AND device = 2").await;
-    assert_eq!((s(&r, "health"), s(&r, "health_reason")), ("ERR", "oom entries: 1; frag_pct 50.0 > 15"));
+    assert_eq!(
+        (s(&r, "health"), s(&r, "health_reason")),
+        ("ERR", "oom entries: 1; frag_pct 50.0 > 15")
+    );
 }
 
 /// Health thresholds apply to the unrounded share (the reference rounds its summary to one decimal
@@ -676,7 +1214,10 @@ async fn oom_verdicts_compare_real_stacks() {
 async fn health_uses_the_unrounded_fragmentation() {
     let d = synthetic_dataset().await;
     let rows = query(&d.engine, "SELECT device, frag_pct, health FROM snap_overview WHERE snapshot = 'syn_health.pickle' ORDER BY device").await;
-    let got: Vec<(f64, String)> = rows.iter().map(|r| (f(r, "frag_pct"), s(r, "health").into())).collect();
+    let got: Vec<(f64, String)> = rows
+        .iter()
+        .map(|r| (f(r, "frag_pct"), s(r, "health").into()))
+        .collect();
     assert_eq!(got, vec![(15.04, "ERR".into()), (5.0, "OK".into())]);
 }
 
@@ -684,24 +1225,53 @@ async fn health_uses_the_unrounded_fragmentation() {
 #[tokio::test]
 async fn compare_aligns_stacks_and_sizes_across_runs() {
     let d = synthetic_dataset().await;
-    let rows = query(&d.engine, "SELECT * FROM snap_compare('syn_run_a.pickle', 'syn_run_b.pickle') ORDER BY kind, rank").await;
+    let rows = query(
+        &d.engine,
+        "SELECT * FROM snap_compare('syn_run_a.pickle', 'syn_run_b.pickle') ORDER BY kind, rank",
+    )
+    .await;
     let find = |kind: &str, key: &str| -> &Row {
-        rows.iter().find(|r| s(r, "kind") == kind && s(r, "key") == key).unwrap_or_else(|| panic!("no {kind} {key} in {rows:?}"))
+        rows.iter()
+            .find(|r| s(r, "kind") == kind && s(r, "key") == key)
+            .unwrap_or_else(|| panic!("no {kind} {key} in {rows:?}"))
     };
     let z = find("stack", "net.py:5:forward → run.py:1:main");
-    assert_eq!((i(z, "a_count"), i(z, "b_count"), i(z, "diff_bytes"), s(z, "trend")), (1, 2, 4 * MIB, "+"));
+    assert_eq!(
+        (
+            i(z, "a_count"),
+            i(z, "b_count"),
+            i(z, "diff_bytes"),
+            s(z, "trend")
+        ),
+        (1, 2, 4 * MIB, "+")
+    );
     assert_eq!((i(z, "stack_id_a"), i(z, "stack_id_b")), (1, 1));
     let w = find("stack", "net.py:9:head → run.py:1:main");
-    assert_eq!((i(w, "a_count"), i(w, "b_count"), i(w, "diff_bytes")), (0, 1, MIB));
+    assert_eq!(
+        (i(w, "a_count"), i(w, "b_count"), i(w, "diff_bytes")),
+        (0, 1, MIB)
+    );
     assert!(null(w, "stack_id_a"));
     let same = find("segment_size", "large 20971520");
-    assert_eq!((i(same, "a_count"), i(same, "b_count"), s(same, "trend")), (1, 1, "="));
+    assert_eq!(
+        (i(same, "a_count"), i(same, "b_count"), s(same, "trend")),
+        (1, 1, "=")
+    );
     let new = find("segment_size", "small 2097152");
-    assert_eq!((i(new, "a_count"), i(new, "b_count"), s(new, "trend")), (0, 1, "+"));
+    assert_eq!(
+        (i(new, "a_count"), i(new, "b_count"), s(new, "trend")),
+        (0, 1, "+")
+    );
     let reserved = find("total", "reserved");
-    assert_eq!((i(reserved, "a_bytes"), i(reserved, "b_bytes")), (20 * MIB, 22 * MIB));
+    assert_eq!(
+        (i(reserved, "a_bytes"), i(reserved, "b_bytes")),
+        (20 * MIB, 22 * MIB)
+    );
     let frame = find("user_frame", "net.py:5:forward");
-    assert_eq!((i(frame, "a_bytes"), i(frame, "b_bytes")), (4 * MIB, 8 * MIB));
+    assert_eq!(
+        (i(frame, "a_bytes"), i(frame, "b_bytes")),
+        (4 * MIB, 8 * MIB)
+    );
 }
 
 /// The reference's OOM probe (snapshot-format.md §7.4): real file A with one `oom` entry inserted
@@ -720,31 +1290,95 @@ async fn oom_probe_on_a_real_file() {
     let d = open(&[path], dir).await;
 
     let r = one(&d.engine, "SELECT * FROM snap_oom").await;
-    assert_eq!((i(&r, "seq"), i(&r, "device_free"), i(&r, "requested_bytes")), (800, 12 * MIB, 512 * MIB));
-    assert_eq!(i(&r, "context_allocs"), 14, "the reference's window 750-800 holds 14 allocs");
-    let largest: Vec<(i64, i64)> = r["largest_allocs"].as_array().unwrap().iter().map(|a| (a["size"].as_i64().unwrap(), a["stack_id"].as_i64().unwrap())).collect();
+    assert_eq!(
+        (i(&r, "seq"), i(&r, "device_free"), i(&r, "requested_bytes")),
+        (800, 12 * MIB, 512 * MIB)
+    );
+    assert_eq!(
+        i(&r, "context_allocs"),
+        14,
+        "the reference's window 750-800 holds 14 allocs"
+    );
+    let largest: Vec<(i64, i64)> = r["largest_allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["size"].as_i64().unwrap(), a["stack_id"].as_i64().unwrap()))
+        .collect();
     let mut stacks: Vec<i64> = largest.iter().map(|(_, st)| *st).collect();
     stacks.sort();
     assert_eq!(stacks, vec![46, 46, 49, 50, 51]);
     let sizes: Vec<i64> = largest.iter().map(|(sz, _)| *sz).collect();
-    assert_eq!(sizes, vec![1_966_080, 1_966_080, 7_864_320, 7_864_320, 7_864_320], "printed ascending, as the reference does");
+    assert_eq!(
+        sizes,
+        vec![1_966_080, 1_966_080, 7_864_320, 7_864_320, 7_864_320],
+        "printed ascending, as the reference does"
+    );
     assert_eq!(s(&r, "reference_verdict"), "same_stack_repeated");
     // memq: the last 5 allocations before the OOM (entries 782-796: 144, 4, 80, 20 and 1 bytes
     // from stacks 56, 56, 58, 46, 47) repeat no stack 3 times and add up to far less than 3 × the
     // free 12 MiB: a single 512 MiB request too large for what was left.
-    let last: Vec<(i64, i64, i64)> =
-        r["last_allocs"].as_array().unwrap().iter().map(|a| (a["seq"].as_i64().unwrap(), a["size"].as_i64().unwrap(), a["stack_id"].as_i64().unwrap())).collect();
-    assert_eq!(last, vec![(796, 1, 47), (795, 20, 46), (792, 80, 58), (783, 4, 56), (782, 144, 56)]);
-    assert_eq!((i(&r, "distinct_stacks"), i(&r, "repeated_stack_id"), i(&r, "repeated_count")), (4, 56, 2));
+    let last: Vec<(i64, i64, i64)> = r["last_allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["seq"].as_i64().unwrap(),
+                a["size"].as_i64().unwrap(),
+                a["stack_id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        last,
+        vec![
+            (796, 1, 47),
+            (795, 20, 46),
+            (792, 80, 58),
+            (783, 4, 56),
+            (782, 144, 56)
+        ]
+    );
+    assert_eq!(
+        (
+            i(&r, "distinct_stacks"),
+            i(&r, "repeated_stack_id"),
+            i(&r, "repeated_count")
+        ),
+        (4, 56, 2)
+    );
     assert_eq!(s(&r, "verdict"), "single_oversized_request");
     // what came next (the file's entries from 800 on, one further now)
-    let next: Vec<(i64, i64)> = r["next_allocs"].as_array().unwrap().iter().map(|a| (a["seq"].as_i64().unwrap(), a["size"].as_i64().unwrap())).collect();
-    assert_eq!(next, vec![(802, 80), (807, 20), (808, 1), (813, 400), (816, 100)]);
+    let next: Vec<(i64, i64)> = r["next_allocs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["seq"].as_i64().unwrap(), a["size"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        next,
+        vec![(802, 80), (807, 20), (808, 1), (813, 400), (816, 100)]
+    );
     // the inserted entry changes no figure but the OOM count and health
-    let p = one(&d.engine, "SELECT active_peak, reserved_peak FROM snap_peak").await;
-    assert_eq!((i(&p, "active_peak"), i(&p, "reserved_peak")), (108_258_676, 134_217_728));
-    let o = one(&d.engine, "SELECT oom_count, health, health_reason FROM snap_overview").await;
-    assert_eq!((i(&o, "oom_count"), s(&o, "health"), s(&o, "health_reason")), (1, "ERR", "oom entries: 1; frag_pct 63.67 > 15"));
+    let p = one(
+        &d.engine,
+        "SELECT active_peak, reserved_peak FROM snap_peak",
+    )
+    .await;
+    assert_eq!(
+        (i(&p, "active_peak"), i(&p, "reserved_peak")),
+        (108_258_676, 134_217_728)
+    );
+    let o = one(
+        &d.engine,
+        "SELECT oom_count, health, health_reason FROM snap_overview",
+    )
+    .await;
+    assert_eq!(
+        (i(&o, "oom_count"), s(&o, "health"), s(&o, "health_reason")),
+        (1, "ERR", "oom entries: 1; frag_pct 63.67 > 15")
+    );
 }
 
 /// The decoder's synthetic fixture (fixtures/snapshots/oom_expandable_two_devices.pickle: two
@@ -753,9 +1387,14 @@ async fn oom_probe_on_a_real_file() {
 /// every entry, and the timeline ends at the final state.
 #[tokio::test]
 async fn state_at_and_timeline_agree_on_the_decoder_fixture() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/snapshots/oom_expandable_two_devices.pickle");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/snapshots/oom_expandable_two_devices.pickle");
     let d = open(&[fixture], tempfile::TempDir::new().unwrap()).await;
-    let timeline = query(&d.engine, "SELECT device, seq, active_bytes, reserved_bytes FROM snap_timeline ORDER BY device, seq").await;
+    let timeline = query(
+        &d.engine,
+        "SELECT device, seq, active_bytes, reserved_bytes FROM snap_timeline ORDER BY device, seq",
+    )
+    .await;
     assert_eq!(timeline.len(), 16);
     for t in &timeline {
         let (device, seq) = (i(t, "device"), i(t, "seq"));
@@ -767,29 +1406,72 @@ async fn state_at_and_timeline_agree_on_the_decoder_fixture() {
             ),
         )
         .await;
-        assert_eq!((i(&st, "reserved"), i(&st, "active")), (i(t, "reserved_bytes"), i(t, "active_bytes")), "device {device} after {seq}");
+        assert_eq!(
+            (i(&st, "reserved"), i(&st, "active")),
+            (i(t, "reserved_bytes"), i(t, "active_bytes")),
+            "device {device} after {seq}"
+        );
     }
     let rows = query(&d.engine, "SELECT * FROM snap_peak ORDER BY device").await;
     let got: Vec<(i64, i64, i64, i64, i64, i64)> = rows
         .iter()
-        .map(|r| (i(r, "active_start"), i(r, "active_peak"), i(r, "active_peak_seq"), i(r, "reserved_start"), i(r, "reserved_peak"), i(r, "reserved_peak_seq")))
+        .map(|r| {
+            (
+                i(r, "active_start"),
+                i(r, "active_peak"),
+                i(r, "active_peak_seq"),
+                i(r, "reserved_start"),
+                i(r, "reserved_peak"),
+                i(r, "reserved_peak_seq"),
+            )
+        })
         .collect();
     // device 0: everything was created in the window; the side segment (seq 5) first reaches the
     // reserved peak; active ends with the two pending-free blocks still counted
-    assert_eq!(got, vec![(0, 26_213_888, 9, 0, 69_206_016, 5), (0, 20_967_424, 1, 0, 20_971_520, 0)]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 26_213_888, 9, 0, 69_206_016, 5),
+            (0, 20_967_424, 1, 0, 20_971_520, 0)
+        ]
+    );
     let ends = query(&d.engine, "SELECT p.device, p.active_end, p.reserved_end, o.reserved_bytes, o.active_bytes, o.requested_bytes, o.pending_free_bytes FROM snap_peak p JOIN snap_overview o USING (snapshot, device) ORDER BY p.device").await;
     for e in &ends {
         assert_eq!(i(e, "reserved_end"), i(e, "reserved_bytes"));
     }
     // requested bytes of live blocks + pending-free blocks (whose requested size equals their size here)
-    assert_eq!(i(&ends[0], "active_end"), i(&ends[0], "requested_bytes") + i(&ends[0], "pending_free_bytes"));
+    assert_eq!(
+        i(&ends[0], "active_end"),
+        i(&ends[0], "requested_bytes") + i(&ends[0], "pending_free_bytes")
+    );
     // the expandable segment after the unmap at entry 12 is 48 MiB, one segment
-    let r = one(&d.engine, "SELECT size, origin FROM state_at(12, NULL, 0) WHERE kind = 'segment' AND is_expandable").await;
+    let r = one(
+        &d.engine,
+        "SELECT size, origin FROM state_at(12, NULL, 0) WHERE kind = 'segment' AND is_expandable",
+    )
+    .await;
     assert_eq!((i(&r, "size"), s(&r, "origin")), (48 * MIB, "replayed"));
-    let o = one(&d.engine, "SELECT verdict, reference_verdict, context_allocs FROM snap_oom").await;
-    assert_eq!((s(&o, "verdict"), s(&o, "reference_verdict"), i(&o, "context_allocs")), ("single_oversized_request", "single_oversized_request", 3));
+    let o = one(
+        &d.engine,
+        "SELECT verdict, reference_verdict, context_allocs FROM snap_oom",
+    )
+    .await;
+    assert_eq!(
+        (
+            s(&o, "verdict"),
+            s(&o, "reference_verdict"),
+            i(&o, "context_allocs")
+        ),
+        ("single_oversized_request", "single_oversized_request", 3)
+    );
     let frag = one(&d.engine, "SELECT pending_free_bytes, pending_free_pct, false_fragmentation FROM snap_fragmentation WHERE pending_free_bytes = 1048576").await;
-    assert_eq!((f(&frag, "pending_free_pct"), b(&frag, "false_fragmentation")), (50.0, false));
+    assert_eq!(
+        (
+            f(&frag, "pending_free_pct"),
+            b(&frag, "false_fragmentation")
+        ),
+        (50.0, false)
+    );
 }
 
 // ---- a minimal pickle writer ----------------------------------------------------------------------
@@ -874,7 +1556,17 @@ mod synthetic {
     type Frames = Vec<(&'static str, &'static str, i64)>;
 
     fn frames(f: &Frames) -> P {
-        P::List(f.iter().map(|(name, file, line)| P::Dict(vec![("name", P::Str(name.to_string())), ("filename", P::Str(file.to_string())), ("line", P::Int(*line))])).collect())
+        P::List(
+            f.iter()
+                .map(|(name, file, line)| {
+                    P::Dict(vec![
+                        ("name", P::Str(name.to_string())),
+                        ("filename", P::Str(file.to_string())),
+                        ("line", P::Int(*line)),
+                    ])
+                })
+                .collect(),
+        )
     }
 
     struct Block {
@@ -886,14 +1578,30 @@ mod synthetic {
     }
 
     fn block(addr: i64, size: i64, requested: i64, state: &'static str, frames: Frames) -> Block {
-        Block { addr, size, requested, state, frames }
+        Block {
+            addr,
+            size,
+            requested,
+            state,
+            frames,
+        }
     }
 
-    fn segment(device: i64, addr: i64, segment_type: &str, expandable: bool, blocks: Vec<Block>) -> P {
+    fn segment(
+        device: i64,
+        addr: i64,
+        segment_type: &str,
+        expandable: bool,
+        blocks: Vec<Block>,
+    ) -> P {
         let live = |b: &&Block| b.state == "active_allocated";
         let total: i64 = blocks.iter().map(|b| b.size).sum();
         let allocated: i64 = blocks.iter().filter(live).map(|b| b.size).sum();
-        let active: i64 = blocks.iter().filter(|b| b.state != "inactive").map(|b| b.size).sum();
+        let active: i64 = blocks
+            .iter()
+            .filter(|b| b.state != "inactive")
+            .map(|b| b.size)
+            .sum();
         let requested: i64 = blocks.iter().filter(live).map(|b| b.requested).sum();
         P::Dict(vec![
             ("device", P::Int(device)),
@@ -949,7 +1657,13 @@ mod synthetic {
     }
 
     fn snapshot(segments: Vec<P>, traces: Vec<Vec<P>>) -> P {
-        P::Dict(vec![("segments", P::List(segments)), ("device_traces", P::List(traces.into_iter().map(P::List).collect()))])
+        P::Dict(vec![
+            ("segments", P::List(segments)),
+            (
+                "device_traces",
+                P::List(traces.into_iter().map(P::List).collect()),
+            ),
+        ])
     }
 
     /// A C++ stack as PyTorch records it with stacks="all": the unwinder first.
@@ -968,12 +1682,18 @@ mod synthetic {
         let x: Frames = vec![("make_x", "prog.py", 10), ("main", "prog.py", 99)];
         let y: Frames = vec![("make_y", "prog.py", 20), ("main", "prog.py", 99)];
         let free_site: Frames = vec![("drop", "prog.py", 30)];
-        let seg = segment(0, b, "large", false, vec![
-            block(b, 2 * MIB, 2 * MIB - 100, "active_allocated", vec![]),
-            block(b + 2 * MIB, MIB, MIB, "active_pending_free", vec![]),
-            block(b + 3 * MIB, 4 * MIB, 4 * MIB, "active_allocated", x.clone()),
-            block(b + 7 * MIB, 13 * MIB, 0, "inactive", vec![]),
-        ]);
+        let seg = segment(
+            0,
+            b,
+            "large",
+            false,
+            vec![
+                block(b, 2 * MIB, 2 * MIB - 100, "active_allocated", vec![]),
+                block(b + 2 * MIB, MIB, MIB, "active_pending_free", vec![]),
+                block(b + 3 * MIB, 4 * MIB, 4 * MIB, "active_allocated", x.clone()),
+                block(b + 7 * MIB, 13 * MIB, 0, "inactive", vec![]),
+            ],
+        );
         let trace = vec![
             entry("free_requested", b + 10 * MIB, 3 * MIB, 100, &free_site),
             entry("free_completed", b + 10 * MIB, 3 * MIB, 101, &free_site),
@@ -989,10 +1709,16 @@ mod synthetic {
     fn expandable() -> P {
         let (e, s, t) = (0x7E00_0000_0000, 0x7D00_0000_0000, 0x7C00_0000_0000);
         let a: Frames = vec![("alloc_a", "prog.py", 5)];
-        let seg = segment(0, e, "large", true, vec![
-            block(e, 2 * MIB, 2 * MIB, "active_allocated", a.clone()),
-            block(e + 2 * MIB, 4 * MIB, 0, "inactive", vec![]),
-        ]);
+        let seg = segment(
+            0,
+            e,
+            "large",
+            true,
+            vec![
+                block(e, 2 * MIB, 2 * MIB, "active_allocated", a.clone()),
+                block(e + 2 * MIB, 4 * MIB, 0, "inactive", vec![]),
+            ],
+        );
         let none: Frames = vec![];
         let trace = vec![
             entry("segment_map", e, 4 * MIB, 1, &a),
@@ -1009,12 +1735,43 @@ mod synthetic {
     fn ooms() -> P {
         let (d0, d1, d2) = (0x7B00_0000_0000, 0x7A00_0000_0000, 0x7900_0000_0000);
         // device 0: five distinct C++ stacks
-        let ops = [("at::native::add", 11), ("at::native::mul", 12), ("at::native::mm", 13), ("at::native::cat", 14), ("at::native::gelu", 15)];
-        let stacks: Vec<Frames> = ops.iter().map(|(op, line)| cpp(op, "model.py", *line)).collect();
-        let seg0 = segment(0, d0, "large", false, (0..5).map(|k| block(d0 + k * 8 * MIB, 8 * MIB, 8 * MIB, "active_allocated", stacks[k as usize].clone())).collect());
+        let ops = [
+            ("at::native::add", 11),
+            ("at::native::mul", 12),
+            ("at::native::mm", 13),
+            ("at::native::cat", 14),
+            ("at::native::gelu", 15),
+        ];
+        let stacks: Vec<Frames> = ops
+            .iter()
+            .map(|(op, line)| cpp(op, "model.py", *line))
+            .collect();
+        let seg0 = segment(
+            0,
+            d0,
+            "large",
+            false,
+            (0..5)
+                .map(|k| {
+                    block(
+                        d0 + k * 8 * MIB,
+                        8 * MIB,
+                        8 * MIB,
+                        "active_allocated",
+                        stacks[k as usize].clone(),
+                    )
+                })
+                .collect(),
+        );
         let mut t0 = vec![entry("segment_alloc", d0, 40 * MIB, 1, &stacks[0])];
         for k in 0..5 {
-            t0.push(entry("alloc", d0 + k * 8 * MIB, 8 * MIB, 2 + k, &stacks[k as usize]));
+            t0.push(entry(
+                "alloc",
+                d0 + k * 8 * MIB,
+                8 * MIB,
+                2 + k,
+                &stacks[k as usize],
+            ));
         }
         t0.push(oom(64 * MIB, 12 * MIB, 10));
         // device 1: five large allocations from distinct Python stacks, then three small ones from one
@@ -1025,13 +1782,40 @@ mod synthetic {
             vec![("layer3", "model.py", 13)],
             vec![("layer4", "model.py", 14)],
         ];
-        let kv: Frames = vec![("grow_kv_cache", "cache.py", 7), ("generate", "model.py", 50)];
-        let mut blocks1: Vec<_> = (0..5).map(|k| block(d1 + k * 16 * MIB, 16 * MIB, 16 * MIB, "active_allocated", layers[k as usize].clone())).collect();
-        blocks1.extend((0..3).map(|k| block(d1 + 80 * MIB + k * MIB, MIB, MIB, "active_allocated", kv.clone())));
+        let kv: Frames = vec![
+            ("grow_kv_cache", "cache.py", 7),
+            ("generate", "model.py", 50),
+        ];
+        let mut blocks1: Vec<_> = (0..5)
+            .map(|k| {
+                block(
+                    d1 + k * 16 * MIB,
+                    16 * MIB,
+                    16 * MIB,
+                    "active_allocated",
+                    layers[k as usize].clone(),
+                )
+            })
+            .collect();
+        blocks1.extend((0..3).map(|k| {
+            block(
+                d1 + 80 * MIB + k * MIB,
+                MIB,
+                MIB,
+                "active_allocated",
+                kv.clone(),
+            )
+        }));
         let seg1 = segment(1, d1, "large", false, blocks1);
         let mut t1 = vec![entry("segment_alloc", d1, 83 * MIB, 1, &layers[0])];
         for k in 0..5 {
-            t1.push(entry("alloc", d1 + k * 16 * MIB, 16 * MIB, 2 + k, &layers[k as usize]));
+            t1.push(entry(
+                "alloc",
+                d1 + k * 16 * MIB,
+                16 * MIB,
+                2 + k,
+                &layers[k as usize],
+            ));
         }
         for k in 0..3 {
             t1.push(entry("alloc", d1 + 80 * MIB + k * MIB, MIB, 10 + k, &kv));
@@ -1039,21 +1823,42 @@ mod synthetic {
         t1.push(oom(200 * MIB, 100 * MIB, 20));
         // device 2: too little context
         let one: Frames = vec![("tiny", "prog.py", 1)];
-        let seg2 = segment(2, d2, "small", false, vec![block(d2, MIB, MIB, "active_allocated", one.clone()), block(d2 + MIB, MIB, 0, "inactive", vec![])]);
+        let seg2 = segment(
+            2,
+            d2,
+            "small",
+            false,
+            vec![
+                block(d2, MIB, MIB, "active_allocated", one.clone()),
+                block(d2 + MIB, MIB, 0, "inactive", vec![]),
+            ],
+        );
         let t2 = vec![entry("alloc", d2, MIB, 1, &one), oom(4 * MIB, 0, 2)];
         snapshot(vec![seg0, seg1, seg2], vec![t0, t1, t2])
     }
 
     fn health() -> P {
         let (h0, h1) = (0x7800_0000_0000, 0x7700_0000_0000);
-        let seg0 = segment(0, h0, "large", false, vec![
-            block(h0, 2_124_000, 2_124_000, "active_allocated", vec![]),
-            block(h0 + 2_124_000, 376_000, 0, "inactive", vec![]),
-        ]);
-        let seg1 = segment(1, h1, "large", false, vec![
-            block(h1, 1_900_000, 1_900_000, "active_allocated", vec![]),
-            block(h1 + 1_900_000, 100_000, 0, "inactive", vec![]),
-        ]);
+        let seg0 = segment(
+            0,
+            h0,
+            "large",
+            false,
+            vec![
+                block(h0, 2_124_000, 2_124_000, "active_allocated", vec![]),
+                block(h0 + 2_124_000, 376_000, 0, "inactive", vec![]),
+            ],
+        );
+        let seg1 = segment(
+            1,
+            h1,
+            "large",
+            false,
+            vec![
+                block(h1, 1_900_000, 1_900_000, "active_allocated", vec![]),
+                block(h1 + 1_900_000, 100_000, 0, "inactive", vec![]),
+            ],
+        );
         snapshot(vec![seg0, seg1], vec![vec![], vec![]])
     }
 
@@ -1062,16 +1867,40 @@ mod synthetic {
         let w: Frames = vec![("head", "net.py", 9), ("main", "run.py", 1)];
         if !second {
             let a = 0x7600_0000_0000;
-            let seg = segment(0, a, "large", false, vec![block(a, 4 * MIB, 4 * MIB, "active_allocated", z), block(a + 4 * MIB, 16 * MIB, 0, "inactive", vec![])]);
+            let seg = segment(
+                0,
+                a,
+                "large",
+                false,
+                vec![
+                    block(a, 4 * MIB, 4 * MIB, "active_allocated", z),
+                    block(a + 4 * MIB, 16 * MIB, 0, "inactive", vec![]),
+                ],
+            );
             snapshot(vec![seg], vec![vec![]])
         } else {
             let (a, s) = (0x7500_0000_0000, 0x7400_0000_0000);
-            let seg = segment(0, a, "large", false, vec![
-                block(a, 4 * MIB, 4 * MIB, "active_allocated", z.clone()),
-                block(a + 4 * MIB, 4 * MIB, 4 * MIB, "active_allocated", z),
-                block(a + 8 * MIB, 12 * MIB, 0, "inactive", vec![]),
-            ]);
-            let small = segment(0, s, "small", false, vec![block(s, MIB, MIB, "active_allocated", w), block(s + MIB, MIB, 0, "inactive", vec![])]);
+            let seg = segment(
+                0,
+                a,
+                "large",
+                false,
+                vec![
+                    block(a, 4 * MIB, 4 * MIB, "active_allocated", z.clone()),
+                    block(a + 4 * MIB, 4 * MIB, 4 * MIB, "active_allocated", z),
+                    block(a + 8 * MIB, 12 * MIB, 0, "inactive", vec![]),
+                ],
+            );
+            let small = segment(
+                0,
+                s,
+                "small",
+                false,
+                vec![
+                    block(s, MIB, MIB, "active_allocated", w),
+                    block(s + MIB, MIB, 0, "inactive", vec![]),
+                ],
+            );
             snapshot(vec![seg, small], vec![vec![]])
         }
     }
@@ -1160,7 +1989,9 @@ mod unpickle {
                 b'u' => {
                     let items = pop_to_mark(&mut stack);
                     let d = top(&stack);
-                    let Node::Dict(entries) = &mut nodes[d] else { panic!("SETITEMS on a non-dict") };
+                    let Node::Dict(entries) = &mut nodes[d] else {
+                        panic!("SETITEMS on a non-dict")
+                    };
                     entries.extend(items.chunks(2).map(|kv| (kv[0], kv[1])));
                 }
                 b'e' | b'a' => {
@@ -1172,7 +2003,9 @@ mod unpickle {
                         vec![item]
                     };
                     let l = top(&stack);
-                    let Node::List(list) = &mut nodes[l] else { panic!("APPEND on a non-list") };
+                    let Node::List(list) = &mut nodes[l] else {
+                        panic!("APPEND on a non-list")
+                    };
                     list.extend(items);
                 }
                 0x86 => {
@@ -1192,7 +2025,11 @@ mod unpickle {
                     stack.push(Item::Node(memo[k]));
                 }
                 0x8c | b'X' => {
-                    let n = if op == 0x8c { take(&mut pos, 1)[0] as usize } else { u32::from_le_bytes(take(&mut pos, 4).try_into().unwrap()) as usize };
+                    let n = if op == 0x8c {
+                        take(&mut pos, 1)[0] as usize
+                    } else {
+                        u32::from_le_bytes(take(&mut pos, 4).try_into().unwrap()) as usize
+                    };
                     let text = String::from_utf8(take(&mut pos, n).to_vec()).unwrap();
                     push(&mut nodes, &mut stack, Node::Str(text));
                 }
@@ -1212,13 +2049,20 @@ mod unpickle {
                     let n = take(&mut pos, 1)[0] as usize;
                     let bytes = take(&mut pos, n);
                     assert!(n <= 8, "integer wider than 64 bits");
-                    let fill = if bytes.last().is_some_and(|b| b & 0x80 != 0) { 0xff } else { 0 };
+                    let fill = if bytes.last().is_some_and(|b| b & 0x80 != 0) {
+                        0xff
+                    } else {
+                        0
+                    };
                     let mut buf = [fill; 8];
                     buf[..n].copy_from_slice(bytes);
                     push(&mut nodes, &mut stack, Node::Int(i64::from_le_bytes(buf)));
                 }
                 0x88 | 0x89 => push(&mut nodes, &mut stack, Node::Bool(op == 0x88)),
-                other => panic!("opcode {other:#x} at {} not handled by the test reader", pos - 1),
+                other => panic!(
+                    "opcode {other:#x} at {} not handled by the test reader",
+                    pos - 1
+                ),
             }
         }
         let root = top(&stack);
@@ -1227,12 +2071,20 @@ mod unpickle {
 
     impl Doc {
         fn get(&self, dict: usize, key: &str) -> usize {
-            let Node::Dict(entries) = &self.nodes[dict] else { panic!("not a dict") };
-            entries.iter().find(|(k, _)| matches!(&self.nodes[*k], Node::Str(s) if s == key)).unwrap_or_else(|| panic!("no key {key}")).1
+            let Node::Dict(entries) = &self.nodes[dict] else {
+                panic!("not a dict")
+            };
+            entries
+                .iter()
+                .find(|(k, _)| matches!(&self.nodes[*k], Node::Str(s) if s == key))
+                .unwrap_or_else(|| panic!("no key {key}"))
+                .1
         }
 
         fn list(&self, node: usize) -> &Vec<usize> {
-            let Node::List(items) = &self.nodes[node] else { panic!("not a list") };
+            let Node::List(items) = &self.nodes[node] else {
+                panic!("not a list")
+            };
             items
         }
 
@@ -1246,9 +2098,17 @@ mod unpickle {
         pub fn insert_oom(&mut self, device: usize, position: usize, device_free: i64, size: i64) {
             let traces = self.list(self.get(self.root, "device_traces"))[device];
             let neighbour = self.list(traces)[position - 1];
-            let (time, frames) = (self.get(neighbour, "time_us"), self.get(neighbour, "frames"));
+            let (time, frames) = (
+                self.get(neighbour, "time_us"),
+                self.get(neighbour, "frames"),
+            );
             let mut entry = Vec::new();
-            for (k, v) in [("action", Node::Str("oom".into())), ("device_free", Node::Int(device_free)), ("size", Node::Int(size)), ("stream", Node::Int(0))] {
+            for (k, v) in [
+                ("action", Node::Str("oom".into())),
+                ("device_free", Node::Int(device_free)),
+                ("size", Node::Int(size)),
+                ("stream", Node::Int(0)),
+            ] {
                 let (k, v) = (self.add(Node::Str(k.into())), self.add(v));
                 entry.push((k, v));
             }
@@ -1257,7 +2117,9 @@ mod unpickle {
                 entry.push((k, v));
             }
             let entry = self.add(Node::Dict(entry));
-            let Node::List(items) = &mut self.nodes[traces] else { unreachable!() };
+            let Node::List(items) = &mut self.nodes[traces] else {
+                unreachable!()
+            };
             items.insert(position, entry);
         }
 
@@ -1271,7 +2133,12 @@ mod unpickle {
             out
         }
 
-        fn write(&self, n: usize, out: &mut Vec<u8>, memo: &mut std::collections::HashMap<usize, u32>) {
+        fn write(
+            &self,
+            n: usize,
+            out: &mut Vec<u8>,
+            memo: &mut std::collections::HashMap<usize, u32>,
+        ) {
             if let Some(k) = memo.get(&n) {
                 out.push(b'j');
                 out.extend(k.to_le_bytes());

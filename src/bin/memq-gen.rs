@@ -19,7 +19,11 @@ enum Fmt {
 }
 
 #[derive(Parser)]
-#[command(name = "memq-gen", version, about = "Generate a realistic msMemScope G3 dump tree with ground truth (truth.json)")]
+#[command(
+    name = "memq-gen",
+    version,
+    about = "Generate a realistic msMemScope G3 dump tree with ground truth (truth.json)"
+)]
 struct Cli {
     /// Output folder (created; the project folder and truth.json go inside).
     #[arg(short = 'o', long = "out")]
@@ -67,7 +71,11 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut cfg = if cli.small { GenConfig::small() } else { GenConfig::default() };
+    let mut cfg = if cli.small {
+        GenConfig::small()
+    } else {
+        GenConfig::default()
+    };
     if let Some(v) = cli.devices {
         cfg.devices = v;
     }

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::catalog::view::ViewTable;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::Expr;
@@ -118,9 +118,13 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         if let Some(p) = comment.strip_prefix("@param ") {
             let mut words = p.split_whitespace();
             let (Some(pname), Some(ptype)) = (words.next(), words.next()) else {
-                return Err(format!("sql/{path}:{}: `@param NAME TYPE [= DEFAULT] description`", n + 1));
+                return Err(format!(
+                    "sql/{path}:{}: `@param NAME TYPE [= DEFAULT] description`",
+                    n + 1
+                ));
             };
-            let data_type = sql_type(ptype).ok_or_else(|| format!("sql/{path}:{}: unknown type {ptype}", n + 1))?;
+            let data_type = sql_type(ptype)
+                .ok_or_else(|| format!("sql/{path}:{}: unknown type {ptype}", n + 1))?;
             let rest: String = words.collect::<Vec<_>>().join(" ");
             let (default, doc) = match rest.strip_prefix("= ") {
                 Some(r) => {
@@ -129,15 +133,28 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
                 }
                 None => (None, rest),
             };
-            params.push(Param { name: pname.to_string(), data_type, sql_type: ptype.to_uppercase(), default, doc });
+            params.push(Param {
+                name: pname.to_string(),
+                data_type,
+                sql_type: ptype.to_uppercase(),
+                default,
+                doc,
+            });
         } else if let Some(c) = comment.strip_prefix("@column ") {
-            let (cname, doc) = c.trim().split_once(char::is_whitespace).unwrap_or((c.trim(), ""));
+            let (cname, doc) = c
+                .trim()
+                .split_once(char::is_whitespace)
+                .unwrap_or((c.trim(), ""));
             columns.push((cname.to_string(), doc.trim().to_string()));
         } else {
             doc_lines.push(comment.to_string());
         }
     }
-    let body = text[body_start..].trim().trim_end_matches(';').trim().to_string();
+    let body = text[body_start..]
+        .trim()
+        .trim_end_matches(';')
+        .trim()
+        .to_string();
     if body.is_empty() {
         return Err(format!("sql/{path}: no query after the comment block"));
     }
@@ -151,16 +168,28 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         .unwrap_or(&first)
         .to_string();
     if summary.is_empty() {
-        return Err(format!("sql/{path}: the comment block must open with `-- {name}: what it answers`"));
+        return Err(format!(
+            "sql/{path}: the comment block must open with `-- {name}: what it answers`"
+        ));
     }
-    Ok(Analysis { name, path: path.to_string(), summary, doc: doc_lines.join("\n"), params, columns, body })
+    Ok(Analysis {
+        name,
+        path: path.to_string(),
+        summary,
+        doc: doc_lines.join("\n"),
+        params,
+        columns,
+        body,
+    })
 }
 
 /// Every analysis compiled into the binary.
 pub fn analyses() -> Vec<Analysis> {
     SQL_FILES
         .iter()
-        .map(|(path, text)| parse(path, text).unwrap_or_else(|e| panic!("bad library file (a build-time bug): {e}")))
+        .map(|(path, text)| {
+            parse(path, text).unwrap_or_else(|e| panic!("bad library file (a build-time bug): {e}"))
+        })
         .collect()
 }
 
@@ -186,7 +215,12 @@ fn literal(e: &Expr) -> Option<ScalarValue> {
 /// Binds arguments (and defaults) to the analysis's parameters as typed values.
 pub fn bind(analysis: &Analysis, args: &[ScalarValue]) -> DfResult<HashMap<String, ScalarValue>> {
     if args.len() > analysis.params.len() {
-        return plan_err!("{} takes at most {} argument(s): {}", analysis.name, analysis.params.len(), analysis.call_form());
+        return plan_err!(
+            "{} takes at most {} argument(s): {}",
+            analysis.name,
+            analysis.params.len(),
+            analysis.call_form()
+        );
     }
     let mut values = HashMap::new();
     for (i, p) in analysis.params.iter().enumerate() {
@@ -194,14 +228,24 @@ pub fn bind(analysis: &Analysis, args: &[ScalarValue]) -> DfResult<HashMap<Strin
             Some(v) => v.clone(),
             None => match &p.default {
                 Some(d) => default_value(d, &p.data_type)?,
-                None => return plan_err!("{} needs argument `{}`: {}", analysis.name, p.name, analysis.call_form()),
+                None => {
+                    return plan_err!(
+                        "{} needs argument `{}`: {}",
+                        analysis.name,
+                        p.name,
+                        analysis.call_form()
+                    )
+                }
             },
         };
         let value = if value.is_null() {
             ScalarValue::try_from(&p.data_type)?
         } else {
             value.cast_to(&p.data_type).map_err(|_| {
-                DataFusionError::Plan(format!("{}: argument `{}` must be {}, got {value}", analysis.name, p.name, p.sql_type))
+                DataFusionError::Plan(format!(
+                    "{}: argument `{}` must be {}, got {value}",
+                    analysis.name, p.name, p.sql_type
+                ))
             })?
         };
         values.insert(p.name.clone(), value);
@@ -267,7 +311,10 @@ mod tests {
         assert_eq!(a.summary, "what was live at ts.");
         assert_eq!(a.params.len(), 2);
         assert_eq!(a.params[1].default.as_deref(), Some("'HAL'"));
-        assert_eq!(a.columns, vec![("bytes".to_string(), "live bytes".to_string())]);
+        assert_eq!(
+            a.columns,
+            vec![("bytes".to_string(), "live bytes".to_string())]
+        );
         assert_eq!(a.body, "SELECT $ts AS t, $pool AS p");
         assert_eq!(a.call_form(), "breakdown_at(ts [, pool])");
         let bound = bind(&a, &[ScalarValue::Int64(Some(5))]).unwrap();

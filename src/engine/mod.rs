@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::SortExpr;
 use datafusion::prelude::{col, DataFrame, SessionConfig, SessionContext};
@@ -38,7 +40,11 @@ impl Engine {
     /// Opens a dataset folder and registers everything.
     pub async fn open(dataset: &Path) -> Result<Engine> {
         if !dataset::is_dataset(dataset) {
-            return Err(MemqError::input(dataset, Location::None, "not a memq dataset (no manifest.json)"));
+            return Err(MemqError::input(
+                dataset,
+                Location::None,
+                "not a memq dataset (no manifest.json)",
+            ));
         }
         let manifest = Manifest::read(dataset)?;
         if manifest.schema_version != dataset::SCHEMA_VERSION {
@@ -52,7 +58,9 @@ impl Engine {
                 ),
             ));
         }
-        let runtime = RuntimeEnvBuilder::new().with_memory_limit(memory_limit(), 1.0).build_arc()?;
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(memory_limit(), 1.0)
+            .build_arc()?;
         let config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("memq", "main");
@@ -63,7 +71,11 @@ impl Engine {
         }
         udf::register(&ctx);
         register_library(&ctx).await?;
-        Ok(Engine { ctx, dataset: dataset.to_path_buf(), manifest })
+        Ok(Engine {
+            ctx,
+            dataset: dataset.to_path_buf(),
+            manifest,
+        })
     }
 
     /// Plans one statement.
@@ -80,13 +92,23 @@ impl Engine {
 async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) -> Result<()> {
     let dir = dataset.join(def.name);
     std::fs::create_dir_all(&dir).ok();
-    let url = ListingTableUrl::parse(format!("{}/", dir.canonicalize().unwrap_or(dir.clone()).display()))?;
-    let order: Vec<SortExpr> = def.sort_order.iter().map(|c| col(*c).sort(true, false)).collect();
-    let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let url = ListingTableUrl::parse(format!(
+        "{}/",
+        dir.canonicalize().unwrap_or(dir.clone()).display()
+    ))?;
+    let order: Vec<SortExpr> = def
+        .sort_order
+        .iter()
+        .map(|c| col(*c).sort(true, false))
+        .collect();
+    let mut options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     if !order.is_empty() {
         options = options.with_file_sort_order(vec![order]);
     }
-    let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(def.schema());
+    let config = ListingTableConfig::new(url)
+        .with_listing_options(options)
+        .with_schema(def.schema());
     let table = ListingTable::try_new(config)?;
     ctx.register_table(def.name, Arc::new(table))?;
     Ok(())
@@ -97,9 +119,15 @@ async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) ->
 async fn register_library(ctx: &SessionContext) -> Result<()> {
     let analyses = library::analyses();
     for a in analyses.iter().filter(|a| a.is_table_function()) {
-        ctx.register_udtf(&a.name, Arc::new(library::SqlTableFunction { analysis: a.clone() }));
+        ctx.register_udtf(
+            &a.name,
+            Arc::new(library::SqlTableFunction {
+                analysis: a.clone(),
+            }),
+        );
     }
-    let mut pending: Vec<&library::Analysis> = analyses.iter().filter(|a| !a.is_table_function()).collect();
+    let mut pending: Vec<&library::Analysis> =
+        analyses.iter().filter(|a| !a.is_table_function()).collect();
     while !pending.is_empty() {
         let mut failed = Vec::new();
         let mut last_error = None;

@@ -57,11 +57,16 @@ impl ScalarUDFImpl for MemqUdf {
         Ok(self.returns.clone())
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let out = (self.body)(&arrays)?;
         if all_scalar && out.len() == 1 {
-            return Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&out, 0)?));
+            return Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::try_from_array(&out, 0)?,
+            ));
         }
         Ok(ColumnarValue::Array(out))
     }
@@ -72,7 +77,9 @@ fn strings(a: &ArrayRef) -> DfResult<StringArray> {
 }
 
 fn ints(a: &ArrayRef) -> DfResult<Int64Array> {
-    Ok(cast(a, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+    Ok(cast(a, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
 }
 
 fn map_str(a: &ArrayRef, f: impl Fn(&str) -> Option<String>) -> DfResult<ArrayRef> {
@@ -103,7 +110,8 @@ fn attr_int(args: &[ArrayRef]) -> DfResult<ArrayRef> {
 
 fn owner_parts(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let owners = strings(&args[0])?;
-    let mut b = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new_list_field(DataType::Utf8, true)));
+    let mut b = ListBuilder::new(StringBuilder::new())
+        .with_field(Arc::new(Field::new_list_field(DataType::Utf8, true)));
     for o in owners.iter() {
         match o {
             None => b.append_null(),
@@ -120,7 +128,10 @@ fn owner_parts(args: &[ArrayRef]) -> DfResult<ArrayRef> {
 
 fn owner_group(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let owners = strings(&args[0])?;
-    let out: StringArray = owners.iter().map(|o| Some(owner::group(o.unwrap_or("")).to_string())).collect();
+    let out: StringArray = owners
+        .iter()
+        .map(|o| Some(owner::group(o.unwrap_or("")).to_string()))
+        .collect();
     Ok(Arc::new(out))
 }
 
@@ -172,13 +183,20 @@ fn hex(args: &[ArrayRef]) -> DfResult<ArrayRef> {
             let i = ints(a)?;
             i.iter().map(|v| v.map(|v| v as u64)).collect::<Vec<_>>()
         }
-        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 | DataType::Null => {
+        DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Null => {
             let u = cast(a, &DataType::UInt64)?;
             u.as_primitive::<UInt64Type>().iter().collect()
         }
         other => return exec_err!("hex() takes an integer, not {other}"),
     };
-    let out: StringArray = values.into_iter().map(|v| v.map(|v| format!("0x{v:016x}"))).collect();
+    let out: StringArray = values
+        .into_iter()
+        .map(|v| v.map(|v| format!("0x{v:016x}")))
+        .collect();
     Ok(Arc::new(out))
 }
 

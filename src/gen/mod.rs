@@ -232,7 +232,9 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
         shadow: truth::ShadowTruth::default(),
     };
     for p in 0..cfg.processes {
-        let npus: Vec<u32> = (0..cfg.devices).filter(|d| d % cfg.processes == p).collect();
+        let npus: Vec<u32> = (0..cfg.devices)
+            .filter(|d| d % cfg.processes == p)
+            .collect();
         let pid = base_pid + p * 173;
         let proc = sim::Proc::new(cfg, p, pid, &npus, out)?;
         let r = proc.run()?;
@@ -263,7 +265,8 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
     }
     t.files.sort_by(|a, b| a.path.cmp(&b.path));
     let path = out.join("truth.json");
-    let mut text = serde_json::to_string_pretty(&t).map_err(|e| MemqError::query(format!("truth.json: {e}")))?;
+    let mut text = serde_json::to_string_pretty(&t)
+        .map_err(|e| MemqError::query(format!("truth.json: {e}")))?;
     text.push('\n');
     fs::write(&path, text).map_err(|e| MemqError::io(&path, e))?;
     Ok(t)

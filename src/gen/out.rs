@@ -106,7 +106,12 @@ pub fn stamp(ts_ns: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", rem / 3600, (rem / 60) % 60, rem % 60)
+    format!(
+        "{y:04}{m:02}{d:02}{:02}{:02}{:02}",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
 }
 
 /// Howard Hinnant's days → (year, month, day), proleptic Gregorian, UTC.
@@ -201,7 +206,8 @@ pub fn fix_json(body: &str) -> String {
     o
 }
 
-const DB_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS memscope_dump (\"ID\" INTEGER, \"Event\" TEXT, \
+const DB_SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS memscope_dump (\"ID\" INTEGER, \"Event\" TEXT, \
 \"Event Type\" TEXT, \"Name\" TEXT, \"Timestamp(ns)\" INTEGER, \"Process Id\" INTEGER, \
 \"Thread Id\" INTEGER, \"Device Id\" TEXT, \"Ptr\" TEXT, \"Attr\" TEXT, \
 \"Call Stack(Python)\" TEXT, \"Call Stack(C)\" TEXT);";
@@ -233,7 +239,13 @@ impl Out {
     }
 
     /// Writes a companion text file (config.json, log, compare csv) relative to the project dir.
-    pub fn write_file(&mut self, rel_in_dir: &str, kind: &str, text: &str, rows: u64) -> Result<()> {
+    pub fn write_file(
+        &mut self,
+        rel_in_dir: &str,
+        kind: &str,
+        text: &str,
+        rows: u64,
+    ) -> Result<()> {
         let path = self.dir().join(rel_in_dir);
         if let Some(p) = path.parent() {
             fs::create_dir_all(p).map_err(|e| io_err(p, e))?;
@@ -264,7 +276,8 @@ impl Out {
                 let path = folder.join(&name);
                 let f = File::create(&path).map_err(|e| io_err(&path, e))?;
                 let mut w = BufWriter::with_capacity(1 << 16, f);
-                w.write_all(HEADER.as_bytes()).map_err(|e| io_err(&path, e))?;
+                w.write_all(HEADER.as_bytes())
+                    .map_err(|e| io_err(&path, e))?;
                 (name, Kind::Csv(w))
             }
             Format::Db => {
@@ -275,7 +288,8 @@ impl Out {
                     fs::remove_file(&path).map_err(|e| io_err(&path, e))?;
                 }
                 let conn = rusqlite::Connection::open(&path).map_err(|e| db_err(&path, e))?;
-                conn.execute_batch(DB_SCHEMA).map_err(|e| db_err(&path, e))?;
+                conn.execute_batch(DB_SCHEMA)
+                    .map_err(|e| db_err(&path, e))?;
                 conn.execute_batch("BEGIN").map_err(|e| db_err(&path, e))?;
                 (name, Kind::Db(Box::new(conn)))
             }
@@ -358,13 +372,21 @@ impl Out {
                 } else {
                     r.name.to_string()
                 };
-                let quote = |s: &str| if s.is_empty() { String::new() } else { format!("\"{s}\"") };
+                let quote = |s: &str| {
+                    if s.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\"{s}\"")
+                    }
+                };
                 let ptr = match r.ptr {
                     Some(p) => hex(p),
                     None => "N/A".to_string(),
                 };
                 let mut st = conn
-                    .prepare_cached("INSERT INTO memscope_dump VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")
+                    .prepare_cached(
+                        "INSERT INTO memscope_dump VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
+                    )
                     .map_err(|e| db_err(&sink.path, e))?;
                 st.execute(rusqlite::params![
                     r.id as i64,
@@ -395,7 +417,15 @@ impl Out {
     }
 
     /// One Python trace record (written when the function returns).
-    pub fn trace(&mut self, dev: Dev, func: &str, start: u64, end: u64, tid: u32, now: u64) -> Result<()> {
+    pub fn trace(
+        &mut self,
+        dev: Dev,
+        func: &str,
+        start: u64,
+        end: u64,
+        tid: u32,
+        now: u64,
+    ) -> Result<()> {
         match self.format {
             Format::Csv => {
                 let i = match self.traces.iter().position(|t| t.dev == dev) {
@@ -420,7 +450,8 @@ impl Out {
                     }
                 };
                 let t = &mut self.traces[i];
-                writeln!(t.w, "{func},{start},{end},{tid},{}", self.pid).map_err(|e| io_err(&t.path, e))?;
+                writeln!(t.w, "{func},{start},{end},{tid},{}", self.pid)
+                    .map_err(|e| io_err(&t.path, e))?;
                 t.rows += 1;
             }
             Format::Db => {
@@ -437,8 +468,14 @@ impl Out {
                     let mut st = conn
                         .prepare_cached(&format!("INSERT INTO {table} VALUES (?1,?2,?3,?4,?5)"))
                         .map_err(|e| db_err(&sink.path, e))?;
-                    st.execute(rusqlite::params![func, start.to_string(), end.to_string(), tid as i64, pid as i64])
-                        .map_err(|e| db_err(&sink.path, e))?;
+                    st.execute(rusqlite::params![
+                        func,
+                        start.to_string(),
+                        end.to_string(),
+                        tid as i64,
+                        pid as i64
+                    ])
+                    .map_err(|e| db_err(&sink.path, e))?;
                 }
             }
         }
@@ -472,11 +509,16 @@ impl Out {
         for s in self.sinks {
             match s.kind {
                 Kind::Csv(mut w) => w.flush().map_err(|e| io_err(&s.path, e))?,
-                Kind::Db(conn) => conn.execute_batch("COMMIT").map_err(|e| db_err(&s.path, e))?,
+                Kind::Db(conn) => conn
+                    .execute_batch("COMMIT")
+                    .map_err(|e| db_err(&s.path, e))?,
             }
             let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
             for ((e, t), n) in s.counts {
-                counts.entry(e.to_string()).or_default().insert(t.to_string(), n);
+                counts
+                    .entry(e.to_string())
+                    .or_default()
+                    .insert(t.to_string(), n);
             }
             files.push(FileTruth {
                 path: s.rel,

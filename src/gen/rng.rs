@@ -39,7 +39,9 @@ impl Rng {
 
     /// An independent child stream (for per-device or per-layer derivations).
     pub fn fork(&mut self, salt: u64) -> Rng {
-        Rng(mix(self.next_u64() ^ salt.wrapping_mul(0xd6e8_feb8_6659_fd93)))
+        Rng(mix(
+            self.next_u64() ^ salt.wrapping_mul(0xd6e8_feb8_6659_fd93)
+        ))
     }
 }
 

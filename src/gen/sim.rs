@@ -355,7 +355,13 @@ pub struct Proc<'a> {
 }
 
 impl<'a> Proc<'a> {
-    pub fn new(cfg: &'a GenConfig, index: u32, pid: u32, npus: &[u32], root: &Path) -> Result<Proc<'a>> {
+    pub fn new(
+        cfg: &'a GenConfig,
+        index: u32,
+        pid: u32,
+        npus: &[u32],
+        root: &Path,
+    ) -> Result<Proc<'a>> {
         let start = cfg.start_time_ns + index as u64 * 1_337_000_000;
         let out = Out::new(root, pid, start, cfg.format)?;
         let mut rng = Rng::new(cfg.seed ^ mix(index as u64 + 1));
@@ -379,7 +385,10 @@ impl<'a> Proc<'a> {
             .map(|(i, &n)| DevSt {
                 dev: Dev::Npu(n),
                 pta: PtaPool::default(),
-                va: Va::new(0x0000_12c0_4000_0000 + (n as u64) * 0x0000_0100_0000_0000, SMALL_SEG),
+                va: Va::new(
+                    0x0000_12c0_4000_0000 + (n as u64) * 0x0000_0100_0000_0000,
+                    SMALL_SEG,
+                ),
                 hal_phys: 0,
                 tid_main: pid + 7 * i as u32,
                 tid_bwd: pid + 1895 + i as u32,
@@ -399,7 +408,11 @@ impl<'a> Proc<'a> {
             let total = round_up(cfg.leak_bytes, 512);
             for i in 0..n {
                 let a = round_up(total * i / n, 512);
-                let b = if i + 1 == n { total } else { round_up(total * (i + 1) / n, 512) };
+                let b = if i + 1 == n {
+                    total
+                } else {
+                    round_up(total * (i + 1) / n, 512)
+                };
                 if b > a {
                     leak_plan.push(b - a);
                     leak_steps.push(collected[i as usize]);
@@ -407,7 +420,11 @@ impl<'a> Proc<'a> {
             }
         }
         let residual_step = if cfg.residual_reuse {
-            collected.iter().copied().find(|&s| s >= 2 && s < cfg.steps).or(collected.first().copied())
+            collected
+                .iter()
+                .copied()
+                .find(|&s| s >= 2 && s < cfg.steps)
+                .or(collected.first().copied())
         } else {
             None
         };
@@ -428,7 +445,10 @@ impl<'a> Proc<'a> {
             live: HashMap::new(),
             pending: Vec::new(),
             host: HostSt {
-                va: Va::new(0x0000_fffd_c000_0000 + index as u64 * 0x10_0000_0000, 4 * KIB),
+                va: Va::new(
+                    0x0000_fffd_c000_0000 + index as u64 * 0x10_0000_0000,
+                    4 * KIB,
+                ),
                 rss: 2 * GIB + rng.range(0, 511) * MIB,
                 staging: None,
                 batch: None,
@@ -505,7 +525,15 @@ impl<'a> Proc<'a> {
         Ok(ts)
     }
 
-    fn deviceless(&mut self, event: &'static str, etype: &'static str, name: &str, ts: u64, tid: u32, attr: String) {
+    fn deviceless(
+        &mut self,
+        event: &'static str,
+        etype: &'static str,
+        name: &str,
+        ts: u64,
+        tid: u32,
+        attr: String,
+    ) {
         let id = self.new_id();
         self.out.deviceless(OwnedRow {
             id,
@@ -530,13 +558,15 @@ impl<'a> Proc<'a> {
 
     fn group_add(&mut self, b: &Block) {
         if b.pool != Pool::Host {
-            self.acc.group_add(b.dev, b.pool.label(), owner_group(b.owner), b.size);
+            self.acc
+                .group_add(b.dev, b.pool.label(), owner_group(b.owner), b.size);
         }
     }
 
     fn group_remove(&mut self, b: &Block) {
         if b.pool != Pool::Host {
-            self.acc.group_remove(b.dev, b.pool.label(), owner_group(b.owner), b.size);
+            self.acc
+                .group_remove(b.dev, b.pool.label(), owner_group(b.owner), b.size);
         }
     }
 
@@ -578,7 +608,16 @@ impl<'a> Proc<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn tool_free(&mut self, pool: Pool, ptr: u64, ts: u64, id: u64, tid: u32, total: u64, used: u64) -> Result<()> {
+    fn tool_free(
+        &mut self,
+        pool: Pool,
+        ptr: u64,
+        ts: u64,
+        id: u64,
+        tid: u32,
+        total: u64,
+        used: u64,
+    ) -> Result<()> {
         let Some(mut b) = self.live.remove(&(pool, ptr)) else {
             return Ok(());
         };
@@ -644,7 +683,11 @@ impl<'a> Proc<'a> {
             a.push_str(",inefficient_type:");
             a.push_str(i);
         }
-        let (page, alloc) = if promoted { ("normal", "create") } else { (b.page_type, b.alloc_type) };
+        let (page, alloc) = if promoted {
+            ("normal", "create")
+        } else {
+            (b.page_type, b.alloc_type)
+        };
         if b.pool == Pool::Hal {
             a.push_str(",page_type:");
             a.push_str(page);
@@ -694,10 +737,12 @@ impl<'a> Proc<'a> {
             a.push_str(",type:");
             a.push_str(b.pool.label());
             match acc.kind {
-                AccKind::Aten([x, y]) => a.push_str(&format!(",dtype:torch.float16,shape:torch.Size([{x}, {y}])")),
-                AccKind::Atb([x, y]) => {
-                    a.push_str(&format!(",dtype:ACL_FLOAT16,format:ACL_FORMAT_ND,shape:[{x},{y},]"))
-                }
+                AccKind::Aten([x, y]) => a.push_str(&format!(
+                    ",dtype:torch.float16,shape:torch.Size([{x}, {y}])"
+                )),
+                AccKind::Atb([x, y]) => a.push_str(&format!(
+                    ",dtype:ACL_FLOAT16,format:ACL_FORMAT_ND,shape:[{x},{y},]"
+                )),
                 AccKind::Bare => {}
             }
             let row = RowRef {
@@ -749,7 +794,13 @@ impl<'a> Proc<'a> {
             Reason::Residual => self.acc.shadow.residual_fill_ins += 1,
             Reason::ExitFill => {
                 self.acc.shadow.exit_fill_ins += 1;
-                self.acc.live_at_exit(b.dev, b.pool.label(), owner_group(b.owner), promoted, b.size);
+                self.acc.live_at_exit(
+                    b.dev,
+                    b.pool.label(),
+                    owner_group(b.owner),
+                    promoted,
+                    b.size,
+                );
                 if b.leak {
                     self.acc.leaks.push(LeakBlock {
                         pid: self.pid,
@@ -768,7 +819,15 @@ impl<'a> Proc<'a> {
         Ok(())
     }
 
-    fn access(&mut self, pool: Pool, ptr: u64, etype: &'static str, name: &'static str, kind: AccKind, tid: u32) {
+    fn access(
+        &mut self,
+        pool: Pool,
+        ptr: u64,
+        etype: &'static str,
+        name: &'static str,
+        kind: AccKind,
+        tid: u32,
+    ) {
         if !self.cfg.access_rows || !self.collecting {
             return;
         }
@@ -864,7 +923,11 @@ impl<'a> Proc<'a> {
             Some(p) => p,
             None => {
                 let seg = seg_size(size);
-                let (spy, sc) = if stacks { (py, stk::C_HAL_APP) } else { (stk::NONE, stk::NONE) };
+                let (spy, sc) = if stacks {
+                    (py, stk::C_HAL_APP)
+                } else {
+                    (stk::NONE, stk::NONE)
+                };
                 let base = self.hal_malloc(d, seg, tx::OWN_APP, "huge", "alloc", tid, spy, sc)?;
                 let pool = &mut self.devs[d].pta;
                 pool.segs.insert(base, Seg::new(seg, class_of(size)));
@@ -942,7 +1005,8 @@ impl<'a> Proc<'a> {
 
     fn host_malloc(&mut self, size: u64) -> Result<u64> {
         let ptr = self.host.va.alloc(size);
-        self.host.rss = (self.host.rss + size + self.rng.range(0, 8) * MIB).saturating_sub(self.rng.range(0, 6) * MIB);
+        self.host.rss = (self.host.rss + size + self.rng.range(0, 8) * MIB)
+            .saturating_sub(self.rng.range(0, 6) * MIB);
         let ts = self.tick(5_000, 40_000);
         let id = self.new_id();
         let alloc_id = self.next_alloc;
@@ -975,7 +1039,8 @@ impl<'a> Proc<'a> {
 
     fn host_free(&mut self, ptr: u64) -> Result<()> {
         let size = self.host.va.release(ptr);
-        self.host.rss = (self.host.rss + self.rng.range(0, 6) * MIB).saturating_sub(size + self.rng.range(0, 4) * MIB);
+        self.host.rss = (self.host.rss + self.rng.range(0, 6) * MIB)
+            .saturating_sub(size + self.rng.range(0, 4) * MIB);
         let ts = self.tick(5_000, 40_000);
         let id = self.new_id();
         let rss = self.host.rss;
@@ -1095,10 +1160,40 @@ impl<'a> Proc<'a> {
         self.devs[d].task = (self.devs[d].task + 1) % 65_535;
         let stream = if comm { 5 + d as u32 } else { 2 };
         let attr = format!("streamId:{stream},taskId:{}", self.devs[d].task);
-        self.row_now(dev, "KERNEL_LAUNCH", "KERNEL_LAUNCH", name, tid, &attr, 0, 0, (3_000, 25_000))?;
+        self.row_now(
+            dev,
+            "KERNEL_LAUNCH",
+            "KERNEL_LAUNCH",
+            name,
+            tid,
+            &attr,
+            0,
+            0,
+            (3_000, 25_000),
+        )?;
         if self.cfg.kernel_execute && name == tx::K_MATMUL {
-            self.row_now(dev, "KERNEL_LAUNCH", "KERNEL_EXECUTE_START", name, tid, &attr, 0, 0, (5_000, 60_000))?;
-            self.row_now(dev, "KERNEL_LAUNCH", "KERNEL_EXECUTE_END", name, tid, &attr, 0, 0, (20_000, 300_000))?;
+            self.row_now(
+                dev,
+                "KERNEL_LAUNCH",
+                "KERNEL_EXECUTE_START",
+                name,
+                tid,
+                &attr,
+                0,
+                0,
+                (5_000, 60_000),
+            )?;
+            self.row_now(
+                dev,
+                "KERNEL_LAUNCH",
+                "KERNEL_EXECUTE_END",
+                name,
+                tid,
+                &attr,
+                0,
+                0,
+                (20_000, 300_000),
+            )?;
         }
         Ok(())
     }
@@ -1109,14 +1204,64 @@ impl<'a> Proc<'a> {
         let ws = self.pta_malloc(d, ws_size, tx::OWN_OPS, tid, false, 0, None, false)?;
         let dev = self.devs[d].dev;
         let path = format!("{}_{}/0/{l}_{}", self.range_seq, self.pid, tx::ATB_OP);
-        let attr = format!("path:{path},workspace_ptr:0x{ws:x},workspace_size:{}", round_up(ws_size, 512));
-        self.row_now(dev, "OP_LAUNCH", "ATB_START", tx::ATB_OP, tid, &attr, 0, 0, (3_000, 20_000))?;
+        let attr = format!(
+            "path:{path},workspace_ptr:0x{ws:x},workspace_size:{}",
+            round_up(ws_size, 512)
+        );
+        self.row_now(
+            dev,
+            "OP_LAUNCH",
+            "ATB_START",
+            tx::ATB_OP,
+            tid,
+            &attr,
+            0,
+            0,
+            (3_000, 20_000),
+        )?;
         let kpath = format!("path:{path}/0_{}/before", tx::ATB_KERNEL);
-        self.row_now(dev, "KERNEL_LAUNCH", "KERNEL_START", tx::ATB_KERNEL, tid, &kpath, 0, 0, (2_000, 10_000))?;
-        self.access(Pool::Pta, input, "READ", tx::ATB_OP, AccKind::Atb([dim.b, dim.h]), tid);
+        self.row_now(
+            dev,
+            "KERNEL_LAUNCH",
+            "KERNEL_START",
+            tx::ATB_KERNEL,
+            tid,
+            &kpath,
+            0,
+            0,
+            (2_000, 10_000),
+        )?;
+        self.access(
+            Pool::Pta,
+            input,
+            "READ",
+            tx::ATB_OP,
+            AccKind::Atb([dim.b, dim.h]),
+            tid,
+        );
         let kpath = format!("path:{path}/0_{}/after", tx::ATB_KERNEL);
-        self.row_now(dev, "KERNEL_LAUNCH", "KERNEL_END", tx::ATB_KERNEL, tid, &kpath, 0, 0, (10_000, 80_000))?;
-        self.row_now(dev, "OP_LAUNCH", "ATB_END", tx::ATB_OP, tid, &attr, 0, 0, (2_000, 10_000))?;
+        self.row_now(
+            dev,
+            "KERNEL_LAUNCH",
+            "KERNEL_END",
+            tx::ATB_KERNEL,
+            tid,
+            &kpath,
+            0,
+            0,
+            (10_000, 80_000),
+        )?;
+        self.row_now(
+            dev,
+            "OP_LAUNCH",
+            "ATB_END",
+            tx::ATB_OP,
+            tid,
+            &attr,
+            0,
+            0,
+            (2_000, 10_000),
+        )?;
         self.pta_free(d, ws, tid)
     }
 
@@ -1127,7 +1272,11 @@ impl<'a> Proc<'a> {
         let total = self.hbm_total;
         let free = self.device_free(d);
         let dev_rate = (total - free) as f64 / total as f64 * 100.0;
-        let res_rate = if reserved > 0 { allocated as f64 / reserved as f64 * 100.0 } else { 0.0 };
+        let res_rate = if reserved > 0 {
+            allocated as f64 / reserved as f64 * 100.0
+        } else {
+            0.0
+        };
         let attr = if self.cfg.doc_snapshot_spelling && !oom && step % 2 == 1 {
             format!(
                 "total_mem:{total},free_mem:{free},reserved:{reserved},peak_reserved:{max_r},allocated:{allocated},\
@@ -1139,9 +1288,23 @@ impl<'a> Proc<'a> {
                  free:{free},device_rate:{dev_rate:.6},reserved_rate:{res_rate:.6}"
             )
         };
-        let name = if oom { "OOM_Snapshot" } else { "Memory Snapshot" };
+        let name = if oom {
+            "OOM_Snapshot"
+        } else {
+            "Memory Snapshot"
+        };
         let tid = self.devs[d].tid_main;
-        self.row_now(dev, "SNAPSHOT", "SNAPSHOT", name, tid, &attr, 0, 0, (20_000, 200_000))
+        self.row_now(
+            dev,
+            "SNAPSHOT",
+            "SNAPSHOT",
+            name,
+            tid,
+            &attr,
+            0,
+            0,
+            (20_000, 200_000),
+        )
     }
 
     // ---- the training job ------------------------------------------------------------------
@@ -1164,9 +1327,36 @@ impl<'a> Proc<'a> {
         }
         for d in 0..nd {
             let t = self.devs[d].tid_hccl;
-            self.hal_malloc(d, 401 * MIB, tx::OWN_HCCL, "huge", "alloc", t, stk::PY_NA, stk::C_HCCL)?;
-            self.hal_malloc(d, 16 * MIB, tx::OWN_HCCL, "huge", "alloc", t, stk::PY_NA, stk::C_HCCL)?;
-            self.hal_malloc(d, 40 * MIB + 32 * KIB, tx::OWN_HCCL, "huge", "alloc", t, stk::PY_NA, stk::C_HCCL)?;
+            self.hal_malloc(
+                d,
+                401 * MIB,
+                tx::OWN_HCCL,
+                "huge",
+                "alloc",
+                t,
+                stk::PY_NA,
+                stk::C_HCCL,
+            )?;
+            self.hal_malloc(
+                d,
+                16 * MIB,
+                tx::OWN_HCCL,
+                "huge",
+                "alloc",
+                t,
+                stk::PY_NA,
+                stk::C_HCCL,
+            )?;
+            self.hal_malloc(
+                d,
+                40 * MIB + 32 * KIB,
+                tx::OWN_HCCL,
+                "huge",
+                "alloc",
+                t,
+                stk::PY_NA,
+                stk::C_HCCL,
+            )?;
             let t = self.devs[d].tid_main;
             self.hal_malloc(d, 8 * MIB, tx::OWN_RUNTIME, "normal", "alloc", t, 0, 0)?;
             self.hal_malloc(d, 2 * MIB, tx::OWN_GE, "huge", "alloc", t, 0, 0)?;
@@ -1176,7 +1366,8 @@ impl<'a> Proc<'a> {
             for d in 0..nd {
                 let t = self.devs[d].tid_main;
                 let w = self.dims[l].w;
-                let p = self.pta_malloc(d, w, tx::OWN_WEIGHT, t, true, stk::PY_WEIGHT, None, false)?;
+                let p =
+                    self.pta_malloc(d, w, tx::OWN_WEIGHT, t, true, stk::PY_WEIGHT, None, false)?;
                 self.devs[d].model.w.push(p);
                 self.devs[d].model.grad.push(None);
                 self.devs[d].model.act.push((0, 0));
@@ -1221,8 +1412,16 @@ impl<'a> Proc<'a> {
             for d in 0..nd {
                 let t = self.devs[d].tid_main;
                 self.aten(d, tx::OP_CLONE, t, false)?;
-                let p = self.pta_malloc(d, size, tx::OWN_LEAK, t, true, stk::PY_LEAK, None, true)?;
-                self.access(Pool::Pta, p, "WRITE", tx::OP_CLONE, AccKind::Aten([1, (size / 2) as u32]), t);
+                let p =
+                    self.pta_malloc(d, size, tx::OWN_LEAK, t, true, stk::PY_LEAK, None, true)?;
+                self.access(
+                    Pool::Pta,
+                    p,
+                    "WRITE",
+                    tx::OP_CLONE,
+                    AccKind::Aten([1, (size / 2) as u32]),
+                    t,
+                );
                 self.kernel(d, tx::K_CAST, t, false)?;
                 self.aten(d, tx::OP_CLONE, t, true)?;
             }
@@ -1310,13 +1509,43 @@ impl<'a> Proc<'a> {
         let dev = self.devs[d].dev;
         let t = self.devs[d].tid_main;
         if step == 1 {
-            self.row_now(dev, "MSTX", "Mark", tx::MSTX_TRAIN_START, t, "", 0, 0, (100_000, 900_000))?;
+            self.row_now(
+                dev,
+                "MSTX",
+                "Mark",
+                tx::MSTX_TRAIN_START,
+                t,
+                "",
+                0,
+                0,
+                (100_000, 900_000),
+            )?;
         }
-        let ts = self.row_now(dev, "SYSTEM", "STEP", &step.to_string(), t, "", 0, 0, (200_000, 2_000_000))?;
+        let ts = self.row_now(
+            dev,
+            "SYSTEM",
+            "STEP",
+            &step.to_string(),
+            t,
+            "",
+            0,
+            0,
+            (200_000, 2_000_000),
+        )?;
         let collected = self.collecting;
         self.acc.step_begin(dev, step, ts, collected);
         self.devs[d].marks[0] = ts;
-        self.row_now(dev, "MSTX", "Range_start", tx::MSTX_STEP, t, "", 0, 0, (1_000, 20_000))?;
+        self.row_now(
+            dev,
+            "MSTX",
+            "Range_start",
+            tx::MSTX_STEP,
+            t,
+            "",
+            0,
+            0,
+            (1_000, 20_000),
+        )?;
         if self.collecting {
             self.devs[d].range_id += 1;
         }
@@ -1327,18 +1556,42 @@ impl<'a> Proc<'a> {
         let dev = self.devs[d].dev;
         let t = self.devs[d].tid_main;
         let name = format!("Range end from id {}", self.devs[d].range_id);
-        let ts = self.row_now(dev, "MSTX", "Range_end", &name, t, "", 0, 0, (2_000_000, 30_000_000))?;
+        let ts = self.row_now(
+            dev,
+            "MSTX",
+            "Range_end",
+            &name,
+            t,
+            "",
+            0,
+            0,
+            (2_000_000, 30_000_000),
+        )?;
         let collected = self.collecting;
         self.acc.step_end(dev, step, ts, collected);
         if self.cfg.python_trace && self.collecting {
             let m = self.devs[d].marks;
             let now = self.clock;
-            self.out.trace(dev, "nn.Module: Model", m[1], m[2], t, now)?;
             self.out
-                .trace(dev, "<built-in method item of Tensor object at 0xfffe8c1a2b30>", m[3], m[3] + 41_230, t, now)?;
+                .trace(dev, "nn.Module: Model", m[1], m[2], t, now)?;
+            self.out.trace(
+                dev,
+                "<built-in method item of Tensor object at 0xfffe8c1a2b30>",
+                m[3],
+                m[3] + 41_230,
+                t,
+                now,
+            )?;
             let optim = format!("{}/torch/optim/adamw.py(227): step", tx::PY_SITE);
             self.out.trace(dev, &optim, m[4], m[5], t, now)?;
-            self.out.trace(dev, "/home/user/llm/train.py(142): train_step", m[0], ts, t, now)?;
+            self.out.trace(
+                dev,
+                "/home/user/llm/train.py(142): train_step",
+                m[0],
+                ts,
+                t,
+                now,
+            )?;
         }
         Ok(())
     }
@@ -1358,18 +1611,59 @@ impl<'a> Proc<'a> {
         self.aten(d, tx::OP_ALL_GATHER, t, true)?;
         // linear
         self.aten(d, tx::OP_ADDMM, t, false)?;
-        let ineff = if l == 0 { Some("early_allocation,late_deallocation") } else { None };
-        let act = self.pta_malloc(d, dim.act, tx::OWN_ACT, t, first || l == 0, stk::PY_ACT, ineff, false)?;
-        self.access(Pool::Pta, ag, "READ", tx::OP_ADDMM, AccKind::Aten([dim.h, dim.h]), t);
-        self.access(Pool::Pta, act, "WRITE", tx::OP_ADDMM, AccKind::Aten([dim.b, dim.h]), t);
+        let ineff = if l == 0 {
+            Some("early_allocation,late_deallocation")
+        } else {
+            None
+        };
+        let act = self.pta_malloc(
+            d,
+            dim.act,
+            tx::OWN_ACT,
+            t,
+            first || l == 0,
+            stk::PY_ACT,
+            ineff,
+            false,
+        )?;
+        self.access(
+            Pool::Pta,
+            ag,
+            "READ",
+            tx::OP_ADDMM,
+            AccKind::Aten([dim.h, dim.h]),
+            t,
+        );
+        self.access(
+            Pool::Pta,
+            act,
+            "WRITE",
+            tx::OP_ADDMM,
+            AccKind::Aten([dim.b, dim.h]),
+            t,
+        );
         self.kernel(d, tx::K_MATMUL, t, false)?;
         self.aten(d, tx::OP_ADDMM, t, true)?;
         self.pta_free(d, ag, t)?;
         // activation function
         self.aten(d, tx::OP_GELU, t, false)?;
         let act2 = self.pta_malloc(d, dim.act, tx::OWN_ACT, t, false, 0, None, false)?;
-        self.access(Pool::Pta, act, "READ", tx::OP_GELU, AccKind::Aten([dim.b, dim.h]), t);
-        self.access(Pool::Pta, act2, "WRITE", tx::OP_GELU, AccKind::Aten([dim.b, dim.h]), t);
+        self.access(
+            Pool::Pta,
+            act,
+            "READ",
+            tx::OP_GELU,
+            AccKind::Aten([dim.b, dim.h]),
+            t,
+        );
+        self.access(
+            Pool::Pta,
+            act2,
+            "WRITE",
+            tx::OP_GELU,
+            AccKind::Aten([dim.b, dim.h]),
+            t,
+        );
         self.kernel(d, tx::K_GELU, t, false)?;
         self.aten(d, tx::OP_GELU, t, true)?;
         if l.is_multiple_of(4) {
@@ -1408,20 +1702,44 @@ impl<'a> Proc<'a> {
         self.aten(d, tx::OP_ALL_GATHER, t, true)?;
         self.aten(d, tx::OP_GELU_BWD, t, false)?;
         let gin = self.pta_malloc(d, dim.act, tx::OWN_BWD, t, false, 0, None, false)?;
-        self.access(Pool::Pta, act2, "READ", tx::OP_GELU_BWD, AccKind::Aten([dim.b, dim.h]), t);
+        self.access(
+            Pool::Pta,
+            act2,
+            "READ",
+            tx::OP_GELU_BWD,
+            AccKind::Aten([dim.b, dim.h]),
+            t,
+        );
         self.kernel(d, tx::K_GELU_BWD, t, false)?;
         self.aten(d, tx::OP_GELU_BWD, t, true)?;
         self.pta_free(d, act2, t)?;
         self.aten(d, tx::OP_MM, t, false)?;
-        let gfull = self.pta_malloc(d, dim.w * self.world, tx::OWN_BWD, t, false, 0, None, false)?;
-        self.access(Pool::Pta, act, "READ", tx::OP_MM, AccKind::Aten([dim.b, dim.h]), t);
+        let gfull =
+            self.pta_malloc(d, dim.w * self.world, tx::OWN_BWD, t, false, 0, None, false)?;
+        self.access(
+            Pool::Pta,
+            act,
+            "READ",
+            tx::OP_MM,
+            AccKind::Aten([dim.b, dim.h]),
+            t,
+        );
         self.kernel(d, tx::K_MM, t, false)?;
         self.aten(d, tx::OP_MM, t, true)?;
         self.pta_free(d, act, t)?;
         self.pta_free(d, ag, t)?;
         self.aten(d, tx::OP_REDUCE_SCATTER, t, false)?;
         if self.devs[d].model.grad[l].is_none() {
-            let g = self.pta_malloc(d, dim.w, tx::OWN_GRAD, t, l + 1 == self.dims.len(), stk::PY_GRAD, None, false)?;
+            let g = self.pta_malloc(
+                d,
+                dim.w,
+                tx::OWN_GRAD,
+                t,
+                l + 1 == self.dims.len(),
+                stk::PY_GRAD,
+                None,
+                false,
+            )?;
             self.devs[d].model.grad[l] = Some(g);
         }
         self.kernel(d, tx::K_REDUCE_SCATTER, t, true)?;
@@ -1474,7 +1792,10 @@ impl<'a> Proc<'a> {
         self.aten(d, tx::OP_MATMUL, t, false)?;
         // The caching allocator frees its cached segments and retries before giving up.
         self.empty_cache(d)?;
-        let req = round_up(self.device_free(d) + self.rng.range(1, 6) * 512 * MIB, SMALL_SEG);
+        let req = round_up(
+            self.device_free(d) + self.rng.range(1, 6) * 512 * MIB,
+            SMALL_SEG,
+        );
         let t_fail = self.tick(20_000, 90_000);
         let free = self.device_free(d);
         let snap_ts = self.snapshot(d, self.cfg.steps, true)?;
@@ -1528,10 +1849,19 @@ impl<'a> Proc<'a> {
                 timestamp: b.0,
             })
             .collect();
-        for (list, et, name) in [(&recent, "OOM_RECENT_ALLOC", "OOM_RecentAlloc"), (&top, "OOM_TOP_ALLOC", "OOM_TopAlloc")] {
+        for (list, et, name) in [
+            (&recent, "OOM_RECENT_ALLOC", "OOM_RecentAlloc"),
+            (&top, "OOM_TOP_ALLOC", "OOM_TopAlloc"),
+        ] {
             for r in list.iter() {
                 let ts = self.tick(500, 3_000);
-                let attr = format!("pool:{},ptr:{},size:{},timestamp:{}", r.pool, hex(r.ptr), r.size, r.timestamp);
+                let attr = format!(
+                    "pool:{},ptr:{},size:{},timestamp:{}",
+                    r.pool,
+                    hex(r.ptr),
+                    r.size,
+                    r.timestamp
+                );
                 self.deviceless("OOM_DETAIL", et, name, ts, t, attr);
             }
         }
@@ -1582,7 +1912,11 @@ impl<'a> Proc<'a> {
             let b = self.live.remove(&k).expect("live");
             let id = self.new_id();
             let tid = match b.dev {
-                Dev::Npu(_) => self.devs.iter().find(|x| x.dev == b.dev).map_or(self.pid, |x| x.tid_main),
+                Dev::Npu(_) => self
+                    .devs
+                    .iter()
+                    .find(|x| x.dev == b.dev)
+                    .map_or(self.pid, |x| x.tid_main),
                 _ => self.pid,
             };
             let f = FreeRow {
@@ -1607,7 +1941,10 @@ impl<'a> Proc<'a> {
              [msmemscope] Info: Fflush temporary cache events to file!\n",
             pid = self.pid
         );
-        let log_name = format!("msmemscope_logs/msmemscope_{}.log", stamp(self.cfg.start_time_ns));
+        let log_name = format!(
+            "msmemscope_logs/msmemscope_{}.log",
+            stamp(self.cfg.start_time_ns)
+        );
         self.out.write_file(&log_name, "log", &log, 3)?;
         let devices = self.devs.iter().map(|d| d.dev.label()).collect();
         let dir = self.out.dir_rel.clone();
@@ -1648,16 +1985,32 @@ impl<'a> Proc<'a> {
         let val = |v: Option<u64>| v.unwrap_or(0) as i64;
         while i < n || j < m {
             let line = if i < n && j < m && a[i].0 == b[j].0 {
-                let l = format!("OP_LAUNCH,{},{dev},{},{},{}\n", a[i].0, val(a[i].1), val(b[j].1), val(b[j].1) - val(a[i].1));
+                let l = format!(
+                    "OP_LAUNCH,{},{dev},{},{},{}\n",
+                    a[i].0,
+                    val(a[i].1),
+                    val(b[j].1),
+                    val(b[j].1) - val(a[i].1)
+                );
                 i += 1;
                 j += 1;
                 l
             } else if j < m && (i == n || dp[i * (m + 1) + j + 1] >= dp[(i + 1) * (m + 1) + j]) {
-                let l = format!("OP_LAUNCH,{},{dev},N/A,{},{}\n", b[j].0, val(b[j].1), val(b[j].1));
+                let l = format!(
+                    "OP_LAUNCH,{},{dev},N/A,{},{}\n",
+                    b[j].0,
+                    val(b[j].1),
+                    val(b[j].1)
+                );
                 j += 1;
                 l
             } else {
-                let l = format!("OP_LAUNCH,{},{dev},{},N/A,{}\n", a[i].0, val(a[i].1), -val(a[i].1));
+                let l = format!(
+                    "OP_LAUNCH,{},{dev},{},N/A,{}\n",
+                    a[i].0,
+                    val(a[i].1),
+                    -val(a[i].1)
+                );
                 i += 1;
                 l
             };

@@ -113,10 +113,14 @@ fn c_frames(frames: &[(&str, &str, u32, u64)]) -> String {
 
 const TRAIN: &str = "/home/user/llm/train.py";
 const MODEL: &str = "/home/user/llm/model.py";
-const LIB_HOOK: &str = "/usr/local/python3.10/lib/python3.10/site-packages/msmemscope/lib64/libascend_hal_hook.so";
-const LIB_MSTX_HOOK: &str = "/usr/local/python3.10/lib/python3.10/site-packages/msmemscope/lib64/libascend_mstx_hook.so";
-const LIB_TORCH_NPU: &str = "/usr/local/python3.10/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so";
-const LIB_TORCH_CPU: &str = "/usr/local/python3.10/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so";
+const LIB_HOOK: &str =
+    "/usr/local/python3.10/lib/python3.10/site-packages/msmemscope/lib64/libascend_hal_hook.so";
+const LIB_MSTX_HOOK: &str =
+    "/usr/local/python3.10/lib/python3.10/site-packages/msmemscope/lib64/libascend_mstx_hook.so";
+const LIB_TORCH_NPU: &str =
+    "/usr/local/python3.10/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so";
+const LIB_TORCH_CPU: &str =
+    "/usr/local/python3.10/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so";
 const LIB_RUNTIME: &str = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libruntime.so";
 const LIB_ACL: &str = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so";
 const LIB_HCCL: &str = "/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so";
@@ -189,29 +193,84 @@ pub fn stack_table() -> Vec<String> {
         (TRAIN, 260, "<module>"),
     ]);
     t[stk::C_PTA as usize] = c_frames(&[
-        (LIB_MSTX_HOOK, "_ZN8MemScope19PTACachingPoolTrace8AllocateEPvPK18mstxMemHeapDesc_t", 0x1a4, 0xffff_9c2a_11a4),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff_8e3a_43c8),
-        (LIB_TORCH_NPU, "_ZN6at_npu6native15empty_with_formatEN3c108ArrayRefIlEE", 0x2f0, 0xffff_8d1c_22f0),
-        (LIB_TORCH_CPU, "_ZN2at4_ops5empty4callEN3c108ArrayRefIlEE", 0x1b8, 0xffff_88f1_a1b8),
+        (
+            LIB_MSTX_HOOK,
+            "_ZN8MemScope19PTACachingPoolTrace8AllocateEPvPK18mstxMemHeapDesc_t",
+            0x1a4,
+            0xffff_9c2a_11a4,
+        ),
+        (
+            LIB_TORCH_NPU,
+            "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv",
+            0x3c8,
+            0xffff_8e3a_43c8,
+        ),
+        (
+            LIB_TORCH_NPU,
+            "_ZN6at_npu6native15empty_with_formatEN3c108ArrayRefIlEE",
+            0x2f0,
+            0xffff_8d1c_22f0,
+        ),
+        (
+            LIB_TORCH_CPU,
+            "_ZN2at4_ops5empty4callEN3c108ArrayRefIlEE",
+            0x1b8,
+            0xffff_88f1_a1b8,
+        ),
     ]);
     t[stk::C_HAL_APP as usize] = c_frames(&[
         (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (
+            LIB_RUNTIME,
+            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
+            0x1d4,
+            0xffff_97b6_c1d4,
+        ),
         (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff_8e3a_1150),
+        (
+            LIB_TORCH_NPU,
+            "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb",
+            0x150,
+            0xffff_8e3a_1150,
+        ),
     ]);
     t[stk::C_HCCL as usize] = c_frames(&[
         (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (
+            LIB_RUNTIME,
+            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
+            0x1d4,
+            0xffff_97b6_c1d4,
+        ),
         (LIB_ACL, "aclrtMalloc", 0x44, 0xffff_9a31_b044),
-        (LIB_HCCL, "_ZN4hccl17HcclCommunicator13InitCCLbufferEv", 0x210, 0xffff_91d2_a210),
+        (
+            LIB_HCCL,
+            "_ZN4hccl17HcclCommunicator13InitCCLbufferEv",
+            0x210,
+            0xffff_91d2_a210,
+        ),
     ]);
     t[stk::C_OOM as usize] = c_frames(&[
         (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (LIB_RUNTIME, "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj", 0x1d4, 0xffff_97b6_c1d4),
+        (
+            LIB_RUNTIME,
+            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
+            0x1d4,
+            0xffff_97b6_c1d4,
+        ),
         (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb", 0x150, 0xffff_8e3a_1150),
-        (LIB_TORCH_NPU, "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv", 0x3c8, 0xffff_8e3a_43c8),
+        (
+            LIB_TORCH_NPU,
+            "_ZN6c10_npu20NPUCachingAllocator10alloc_blockERNS_10AllocParamsEb",
+            0x150,
+            0xffff_8e3a_1150,
+        ),
+        (
+            LIB_TORCH_NPU,
+            "_ZN6c10_npu20NPUCachingAllocator6mallocEPPvimPv",
+            0x3c8,
+            0xffff_8e3a_43c8,
+        ),
     ]);
     t
 }
@@ -222,7 +281,10 @@ mod tests {
 
     #[test]
     fn groups() {
-        assert_eq!(owner_group(Some("PTA@fsdp2@all_gather_output@ops")), "fsdp2");
+        assert_eq!(
+            owner_group(Some("PTA@fsdp2@all_gather_output@ops")),
+            "fsdp2"
+        );
         assert_eq!(owner_group(Some("CANN@HCCL")), "HCCL");
         assert_eq!(owner_group(Some("PTA")), UNLABELLED);
         assert_eq!(owner_group(None), UNLABELLED);

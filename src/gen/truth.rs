@@ -286,7 +286,14 @@ impl Acc {
     }
 
     /// A written row carrying `used` (and `total` for framework pools), in time order.
-    pub fn counter(&mut self, dev: Dev, pool: &'static str, ts: u64, used: u64, total: Option<u64>) {
+    pub fn counter(
+        &mut self,
+        dev: Dev,
+        pool: &'static str,
+        ts: u64,
+        used: u64,
+        total: Option<u64>,
+    ) {
         let pa = self.pools.entry((dev, pool)).or_default();
         pa.rows += 1;
         let new_peak = pa.rows == 1 || used > pa.peak;
@@ -321,7 +328,12 @@ impl Acc {
 
     /// Tool-view liveness by group (for the breakdown at the PTA peak).
     pub fn group_add(&mut self, dev: Dev, pool: &'static str, group: &'static str, size: u64) {
-        let e = self.groups.entry((dev, pool)).or_default().entry(group).or_insert((0, 0));
+        let e = self
+            .groups
+            .entry((dev, pool))
+            .or_default()
+            .entry(group)
+            .or_insert((0, 0));
         e.0 += size;
         e.1 += 1;
     }
@@ -342,11 +354,24 @@ impl Acc {
     pub fn hal_delta(&mut self, dev: Dev, ts: u64, delta: i64) {
         self.seq += 1;
         let kind = if delta < 0 { 0 } else { 1 };
-        self.hal.entry(dev).or_default().push((ts, kind, self.seq, delta));
+        self.hal
+            .entry(dev)
+            .or_default()
+            .push((ts, kind, self.seq, delta));
     }
 
-    pub fn live_at_exit(&mut self, dev: Dev, pool: &'static str, group: &'static str, stock: bool, size: u64) {
-        let e = self.live_exit.entry((dev, pool, group, stock)).or_insert((0, 0));
+    pub fn live_at_exit(
+        &mut self,
+        dev: Dev,
+        pool: &'static str,
+        group: &'static str,
+        stock: bool,
+        size: u64,
+    ) {
+        let e = self
+            .live_exit
+            .entry((dev, pool, group, stock))
+            .or_insert((0, 0));
         e.0 += size;
         e.1 += 1;
     }
@@ -365,12 +390,21 @@ impl Acc {
             peak_used: None,
             end_used: None,
         });
-        pa.cur_step = if collected { Some(pa.steps.len() - 1) } else { None };
+        pa.cur_step = if collected {
+            Some(pa.steps.len() - 1)
+        } else {
+            None
+        };
     }
 
     pub fn step_end(&mut self, dev: Dev, step: u32, ts: u64, collected: bool) {
         let label = dev.label();
-        if let Some(w) = self.steps.iter_mut().rev().find(|w| w.device == label && w.step == step) {
+        if let Some(w) = self
+            .steps
+            .iter_mut()
+            .rev()
+            .find(|w| w.device == label && w.step == step)
+        {
             w.end_ts = Some(ts);
         }
         if let Some(pa) = self.pools.get_mut(&(dev, "PTA")) {
@@ -501,7 +535,9 @@ impl Acc {
             })
             .collect();
         let mut segs = self.hal_segments;
-        segs.sort_by(|a, b| (&a.device, a.ts, a.allocation_id).cmp(&(&b.device, b.ts, b.allocation_id)));
+        segs.sort_by(|a, b| {
+            (&a.device, a.ts, a.allocation_id).cmp(&(&b.device, b.ts, b.allocation_id))
+        });
         let mut leaks = self.leaks;
         leaks.sort_by(|a, b| (&a.device, a.alloc_ts).cmp(&(&b.device, b.alloc_ts)));
         AccOut {

@@ -34,7 +34,16 @@ struct TraceBuilder {
 }
 
 impl TraceBuilder {
-    fn append(&mut self, source: &str, line: u64, func: &str, start: &str, end: &str, tid: &str, pid: &str) {
+    fn append(
+        &mut self,
+        source: &str,
+        line: u64,
+        func: &str,
+        start: &str,
+        end: &str,
+        tid: &str,
+        pid: &str,
+    ) {
         self.source.append_value(source);
         self.line.append_value(line);
         self.func_info.append_value(func);
@@ -69,12 +78,18 @@ fn for_each_record(
     let mut reader = RecordReader::new(BufReader::new(file));
     let mut rec = RawRecord::default();
     let mut rows = 0;
-    while reader.next_record(&mut rec).map_err(|e| MemqError::io(path, e))? {
+    while reader
+        .next_record(&mut rec)
+        .map_err(|e| MemqError::io(path, e))?
+    {
         if rec.bytes.is_empty() {
             continue;
         }
         let outcome = match std::str::from_utf8(&rec.bytes) {
-            Ok(text) => row(&rec, split_fields(text.strip_prefix('\u{feff}').unwrap_or(text))),
+            Ok(text) => row(
+                &rec,
+                split_fields(text.strip_prefix('\u{feff}').unwrap_or(text)),
+            ),
             Err(e) => Err(format!("invalid UTF-8 at byte {}", e.valid_up_to())),
         };
         match outcome {
@@ -92,7 +107,11 @@ fn for_each_record(
 }
 
 /// `python_trace_*.csv`: FuncInfo is not quoted by the writer, so extra commas belong to it.
-pub fn read_python_trace_csv(path: &Path, source: &str, rejects: &mut RejectsBuilder) -> Result<RecordBatch> {
+pub fn read_python_trace_csv(
+    path: &Path,
+    source: &str,
+    rejects: &mut RejectsBuilder,
+) -> Result<RecordBatch> {
     let mut b = TraceBuilder::default();
     for_each_record(path, rejects, |rec, f| {
         if rec.line == 1 && f.first().is_some_and(|h| h.trim() == "FuncInfo") {
@@ -103,17 +122,33 @@ pub fn read_python_trace_csv(path: &Path, source: &str, rejects: &mut RejectsBui
         }
         let n = f.len();
         let func = f[..n - 4].join(",");
-        if [&f[n - 4], &f[n - 3]].iter().any(|t| opt_int(t).is_none() && t.trim() != "N/A") {
+        if [&f[n - 4], &f[n - 3]]
+            .iter()
+            .any(|t| opt_int(t).is_none() && t.trim() != "N/A")
+        {
             return Err("start/end time is not an integer or N/A".into());
         }
-        b.append(source, rec.line, &func, &f[n - 4], &f[n - 3], &f[n - 2], &f[n - 1]);
+        b.append(
+            source,
+            rec.line,
+            &func,
+            &f[n - 4],
+            &f[n - 3],
+            &f[n - 2],
+            &f[n - 1],
+        );
         Ok(())
     })?;
     Ok(b.finish())
 }
 
 /// The `python_trace_<pid>` tables of a tool db.
-pub fn read_python_trace_db(path: &Path, conn: &Connection, source: &str, tables: &[String]) -> Result<RecordBatch> {
+pub fn read_python_trace_db(
+    path: &Path,
+    conn: &Connection,
+    source: &str,
+    tables: &[String],
+) -> Result<RecordBatch> {
     let mut b = TraceBuilder::default();
     for table in tables {
         let sql = format!(
@@ -126,19 +161,33 @@ pub fn read_python_trace_db(path: &Path, conn: &Connection, source: &str, tables
             let text = |i: usize| -> String {
                 match r.get_ref(i) {
                     Ok(rusqlite::types::ValueRef::Integer(v)) => v.to_string(),
-                    Ok(rusqlite::types::ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
+                    Ok(rusqlite::types::ValueRef::Text(t)) => {
+                        String::from_utf8_lossy(t).into_owned()
+                    }
                     _ => String::new(),
                 }
             };
             let rowid: i64 = r.get(0).unwrap_or(0);
-            b.append(&name, rowid.max(0) as u64, &text(1), &text(2), &text(3), &text(4), &text(5));
+            b.append(
+                &name,
+                rowid.max(0) as u64,
+                &text(1),
+                &text(2),
+                &text(3),
+                &text(4),
+                &text(5),
+            );
         }
     }
     Ok(b.finish())
 }
 
 /// `memory_compare_*.csv`: two header lines, then event, name, device, base, compare, diff.
-pub fn read_memory_compare(path: &Path, source: &str, rejects: &mut RejectsBuilder) -> Result<RecordBatch> {
+pub fn read_memory_compare(
+    path: &Path,
+    source: &str,
+    rejects: &mut RejectsBuilder,
+) -> Result<RecordBatch> {
     let mut src = StringBuilder::new();
     let mut line = UInt64Builder::new();
     let mut event = StringBuilder::new();
@@ -174,15 +223,21 @@ pub fn read_memory_compare(path: &Path, source: &str, rejects: &mut RejectsBuild
         Arc::new(compare.finish()),
         Arc::new(diff.finish()),
     ];
-    Ok(RecordBatch::try_new(schema::step_compare().schema(), columns)
-        .expect("step_compare columns match the schema"))
+    Ok(
+        RecordBatch::try_new(schema::step_compare().schema(), columns)
+            .expect("step_compare columns match the schema"),
+    )
 }
 
 /// `config.json`, flattened to key/value rows.
 pub fn read_config(path: &Path, source: &str) -> Result<RecordBatch> {
     let text = std::fs::read_to_string(path).map_err(|e| MemqError::io(path, e))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        MemqError::input(path, Location::Line(e.line() as u64), format!("invalid JSON: {e}"))
+        MemqError::input(
+            path,
+            Location::Line(e.line() as u64),
+            format!("invalid JSON: {e}"),
+        )
     })?;
     let mut pairs = Vec::new();
     flatten("", &value, &mut pairs);
@@ -194,15 +249,24 @@ pub fn read_config(path: &Path, source: &str) -> Result<RecordBatch> {
         key.append_value(k);
         val.append_option(v);
     }
-    let columns: Vec<ArrayRef> = vec![Arc::new(src.finish()), Arc::new(key.finish()), Arc::new(val.finish())];
-    Ok(RecordBatch::try_new(schema::config().schema(), columns).expect("config columns match the schema"))
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(src.finish()),
+        Arc::new(key.finish()),
+        Arc::new(val.finish()),
+    ];
+    Ok(RecordBatch::try_new(schema::config().schema(), columns)
+        .expect("config columns match the schema"))
 }
 
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, Option<String>)>) {
     match v {
         serde_json::Value::Object(map) => {
             for (k, child) in map {
-                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 flatten(&path, child, out);
             }
         }

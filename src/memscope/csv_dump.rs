@@ -50,11 +50,15 @@ impl Columns {
             (None, Some(i)) => (Some(i), Some(TsUnit::Us)),
             _ => (find("Timestamp"), None),
         };
-        let missing: Vec<&str> = [("ID", find("ID")), ("Event", find("Event")), ("Timestamp(ns)", ts)]
-            .iter()
-            .filter(|(_, p)| p.is_none())
-            .map(|(n, _)| *n)
-            .collect();
+        let missing: Vec<&str> = [
+            ("ID", find("ID")),
+            ("Event", find("Event")),
+            ("Timestamp(ns)", ts),
+        ]
+        .iter()
+        .filter(|(_, p)| p.is_none())
+        .map(|(n, _)| *n)
+        .collect();
         if !missing.is_empty() {
             return Err(MemqError::input(
                 path,
@@ -115,7 +119,11 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
     let mut rec = RawRecord::default();
     let io_err = |e: std::io::Error| MemqError::io(path, e);
     if !reader.next_record(&mut rec).map_err(io_err)? {
-        return Err(MemqError::input(path, Location::None, "empty file: no header line"));
+        return Err(MemqError::input(
+            path,
+            Location::None,
+            "empty file: no header line",
+        ));
     }
     let header_text = std::str::from_utf8(&rec.bytes).map_err(|e| {
         MemqError::input(
@@ -126,7 +134,11 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
     })?;
     let header_text = header_text.strip_prefix('\u{feff}').unwrap_or(header_text);
     if header_text.trim().is_empty() {
-        return Err(MemqError::input(path, Location::Line(1), "empty header line"));
+        return Err(MemqError::input(
+            path,
+            Location::Line(1),
+            "empty header line",
+        ));
     }
     let cols = Columns::from_header(path, &split_fields(header_text))?;
     if let Some(u) = cols.header_unit {
@@ -159,7 +171,11 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
 }
 
 /// Parses one record into `row`; returns whether its Ptr was written in decimal (a G1 trait).
-fn parse_record(rec: &RawRecord, cols: &Columns, row: &mut EventRow) -> std::result::Result<bool, String> {
+fn parse_record(
+    rec: &RawRecord,
+    cols: &Columns,
+    row: &mut EventRow,
+) -> std::result::Result<bool, String> {
     let text = std::str::from_utf8(&rec.bytes)
         .map_err(|e| format!("invalid UTF-8 at byte {} of the record", e.valid_up_to()))?;
     if rec.unclosed_quote {
@@ -196,19 +212,27 @@ fn parse_record(rec: &RawRecord, cols: &Columns, row: &mut EventRow) -> std::res
     row.ts_raw = if is_na(ts) {
         None
     } else {
-        Some(ts.parse::<i64>().map_err(|_| {
-            format!("timestamp `{}` is not an integer", truncate(ts, 40))
-        })?)
+        Some(
+            ts.parse::<i64>()
+                .map_err(|_| format!("timestamp `{}` is not an integer", truncate(ts, 40)))?,
+        )
     };
     row.pid = optional_int(get(cols.pid), "Process Id")?;
     row.tid = optional_int(get(cols.tid), "Thread Id")?;
     let device = get(cols.device).trim();
-    row.device = if device.is_empty() { "N/A".into() } else { device.to_string() };
+    row.device = if device.is_empty() {
+        "N/A".into()
+    } else {
+        device.to_string()
+    };
     let ptr = get(cols.ptr).trim();
     row.ptr = if is_na(ptr) {
         None
     } else {
-        Some(attr::parse_addr(ptr).ok_or_else(|| format!("Ptr `{}` is not an address", truncate(ptr, 40)))?)
+        Some(
+            attr::parse_addr(ptr)
+                .ok_or_else(|| format!("Ptr `{}` is not an address", truncate(ptr, 40)))?,
+        )
     };
     row.attr = get(cols.attr).trim().to_string();
     row.stack_py = optional_text(get(cols.stack_py));

@@ -29,11 +29,17 @@ pub fn open(path: &Path) -> Result<Connection> {
         return Err(MemqError::input(
             path,
             Location::ByteOffset(0),
-            format!("not an SQLite database (first bytes: {:?})", String::from_utf8_lossy(&head[..n])),
+            format!(
+                "not an SQLite database (first bytes: {:?})",
+                String::from_utf8_lossy(&head[..n])
+            ),
         ));
     }
-    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| sqlite_error(path, e))
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| sqlite_error(path, e))
 }
 
 pub fn sqlite_error(path: &Path, e: rusqlite::Error) -> MemqError {
@@ -87,7 +93,11 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
                 Location::None,
                 format!(
                     "no memscope_dump or leaks_dump table (tables: {})",
-                    if tables.is_empty() { "none".into() } else { tables.join(", ") }
+                    if tables.is_empty() {
+                        "none".into()
+                    } else {
+                        tables.join(", ")
+                    }
                 ),
             )
         })?;
@@ -101,7 +111,10 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
         return Err(MemqError::input(
             path,
             Location::None,
-            format!("table {table} lacks ID, Event or Timestamp columns (has: {})", names.join(", ")),
+            format!(
+                "table {table} lacks ID, Event or Timestamp columns (has: {})",
+                names.join(", ")
+            ),
         ));
     };
     let cols = [
@@ -126,33 +139,54 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
         let cell = |i: Option<usize>| i.and_then(|i| r.get_ref(i).ok()).and_then(text_of);
         let result = (|| -> std::result::Result<(), String> {
             let id = cell(Some(id_col)).unwrap_or_default();
-            ev.id = id.trim().parse().map_err(|_| format!("ID `{id}` is not an integer"))?;
+            ev.id = id
+                .trim()
+                .parse()
+                .map_err(|_| format!("ID `{id}` is not an integer"))?;
             ev.event = cell(Some(event_col)).unwrap_or_default().trim().to_string();
             if ev.event.is_empty() {
                 return Err("empty Event".into());
             }
             ev.event_type = cell(cols[0]).unwrap_or_default();
-            ev.name = cell(cols[1]).map(|s| strip_quotes(&s).to_string()).filter(|s| !s.is_empty() && s != "N/A");
+            ev.name = cell(cols[1])
+                .map(|s| strip_quotes(&s).to_string())
+                .filter(|s| !s.is_empty() && s != "N/A");
             ev.ts_raw = match cell(Some(ts_col)) {
                 None => None,
                 Some(t) if t.is_empty() || t == "N/A" => None,
-                Some(t) => Some(t.trim().parse().map_err(|_| format!("timestamp `{t}` is not an integer"))?),
+                Some(t) => Some(
+                    t.trim()
+                        .parse()
+                        .map_err(|_| format!("timestamp `{t}` is not an integer"))?,
+                ),
             };
-            let int = |i: Option<usize>| cell(i).and_then(|s| s.trim().parse::<i64>().ok()).filter(|v| *v >= 0);
+            let int = |i: Option<usize>| {
+                cell(i)
+                    .and_then(|s| s.trim().parse::<i64>().ok())
+                    .filter(|v| *v >= 0)
+            };
             ev.pid = int(cols[2]);
             ev.tid = int(cols[3]);
-            ev.device = cell(cols[4]).filter(|s| !s.is_empty()).unwrap_or_else(|| "N/A".into());
+            ev.device = cell(cols[4])
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "N/A".into());
             ev.ptr = match cell(cols[5]) {
                 None => None,
                 Some(p) if p.is_empty() || p == "N/A" => None,
-                Some(p) => Some(attr::parse_addr(&p).ok_or_else(|| format!("Ptr `{p}` is not an address"))?),
+                Some(p) => Some(
+                    attr::parse_addr(&p).ok_or_else(|| format!("Ptr `{p}` is not an address"))?,
+                ),
             };
             let raw_attr = cell(cols[6]).unwrap_or_default();
             ev.attr = match attr::parse_json_object(&raw_attr) {
                 Some(pairs) => attr::render(&pairs),
                 None => raw_attr.trim().to_string(), // invalid JSON: keep the text, parsed by the §3.2 rule
             };
-            let stack = |i| cell(i).map(|s| strip_quotes(&s).to_string()).filter(|s| !s.is_empty() && s != "N/A");
+            let stack = |i| {
+                cell(i)
+                    .map(|s| strip_quotes(&s).to_string())
+                    .filter(|s| !s.is_empty() && s != "N/A")
+            };
             ev.stack_py = stack(cols[7]);
             ev.stack_c = stack(cols[8]);
             Ok(())

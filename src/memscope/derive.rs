@@ -60,7 +60,10 @@ struct EventCols<'a> {
 
 impl<'a> EventCols<'a> {
     fn new(b: &'a RecordBatch) -> Self {
-        let c = |n: &str| b.column_by_name(n).expect("events batch has every events column");
+        let c = |n: &str| {
+            b.column_by_name(n)
+                .expect("events batch has every events column")
+        };
         EventCols {
             row_idx: c("row_idx").as_primitive(),
             id: c("id").as_primitive(),
@@ -136,7 +139,11 @@ impl Deriver {
         if c.ptr.is_null(i) {
             return;
         }
-        let key = (opt_i64(c.pid, i), c.event_type.value(i).to_string(), c.ptr.value(i));
+        let key = (
+            opt_i64(c.pid, i),
+            c.event_type.value(i).to_string(),
+            c.ptr.value(i),
+        );
         let device = c.device.value(i);
         let ts = opt_i64(c.ts, i);
         let new = LiveBlock {
@@ -155,8 +162,14 @@ impl Deriver {
         // Address reuse without a FREE: the old block ends where the new one starts.
         if let Some(pos) = entries.iter().position(|b| b.device == device) {
             let old = entries.remove(pos);
-            let end = BlockEnd { free_id: None, free_ts: ts, free_row: None, kind: "replaced" };
-            self.blocks.append(&self.source, key.0, &key.1, key.2, &old, &end, None);
+            let end = BlockEnd {
+                free_id: None,
+                free_ts: ts,
+                free_row: None,
+                kind: "replaced",
+            };
+            self.blocks
+                .append(&self.source, key.0, &key.1, key.2, &old, &end, true);
         }
         self.live.entry(key).or_default().push(new);
     }
@@ -165,7 +178,11 @@ impl Deriver {
         if c.ptr.is_null(i) {
             return;
         }
-        let key = (opt_i64(c.pid, i), c.event_type.value(i).to_string(), c.ptr.value(i));
+        let key = (
+            opt_i64(c.pid, i),
+            c.event_type.value(i).to_string(),
+            c.ptr.value(i),
+        );
         let device = c.device.value(i);
         let free_has_device = c.device_index.is_valid(i) || device == "cpu";
         let end = BlockEnd {
@@ -185,7 +202,10 @@ impl Deriver {
             self.live.remove(&key);
         }
         match matched {
-            Some(block) => self.blocks.append(&self.source, key.0, &key.1, key.2, &block, &end, None),
+            Some(block) => {
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &block, &end, true)
+            }
             None => {
                 // FREE without MALLOC: a block allocated before collection (or a lost MALLOC).
                 let lone = LiveBlock {
@@ -200,7 +220,8 @@ impl Deriver {
                     stock: false,
                     stack_py: None,
                 };
-                self.blocks.append(&self.source, key.0, &key.1, key.2, &lone, &end, Some(()));
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &lone, &end, false);
             }
         }
     }
@@ -249,7 +270,9 @@ impl Deriver {
         };
         let int = |keys: &[&str]| get(keys).and_then(attr::parse_int);
         let float = |keys: &[&str]| get(keys).and_then(|v| v.trim().parse::<f64>().ok());
-        let doc_spelling = items.iter().any(|(k, _)| *k == "free_mem" || *k == "total_mem");
+        let doc_spelling = items
+            .iter()
+            .any(|(k, _)| *k == "free_mem" || *k == "total_mem");
         let s = &mut self.snaps;
         s.source.append_value(&self.source);
         s.row_idx.append_value(c.row_idx.value(i));
@@ -261,12 +284,17 @@ impl Deriver {
         s.total_mem.append_option(int(&["total_mem", "total"]));
         s.free_mem.append_option(int(&["free_mem", "free"]));
         s.reserved.append_option(int(&["reserved"]));
-        s.peak_reserved.append_option(int(&["peak_reserved", "max_reserved"]));
+        s.peak_reserved
+            .append_option(int(&["peak_reserved", "max_reserved"]));
         s.allocated.append_option(int(&["allocated"]));
-        s.peak_allocated.append_option(int(&["peak_allocated", "max_allocated"]));
-        s.device_utilization.append_option(float(&["device_utilization", "device_rate"]));
-        s.pt_utilization.append_option(float(&["pt_utilization", "reserved_rate"]));
-        s.spelling.append_value(if doc_spelling { "doc" } else { "writer" });
+        s.peak_allocated
+            .append_option(int(&["peak_allocated", "max_allocated"]));
+        s.device_utilization
+            .append_option(float(&["device_utilization", "device_rate"]));
+        s.pt_utilization
+            .append_option(float(&["pt_utilization", "reserved_rate"]));
+        s.spelling
+            .append_value(if doc_spelling { "doc" } else { "writer" });
         s.attr.append_option(opt_str(c.attr, i));
         s.len += 1;
     }
@@ -282,8 +310,14 @@ impl Deriver {
         live.sort_by_key(|(_, v)| v.first().map(|b| b.alloc_row));
         for (key, entries) in live {
             for b in entries {
-                let end = BlockEnd { free_id: None, free_ts: None, free_row: None, kind: "none" };
-                self.blocks.append(&self.source, key.0, &key.1, key.2, &b, &end, None);
+                let end = BlockEnd {
+                    free_id: None,
+                    free_ts: None,
+                    free_row: None,
+                    kind: "none",
+                };
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &b, &end, true);
             }
         }
         Derived {
@@ -333,9 +367,8 @@ impl BlocksBuilder {
         ptr: u64,
         b: &LiveBlock,
         end: &BlockEnd,
-        lone_free: Option<()>,
+        has_malloc: bool,
     ) {
-        let has_malloc = lone_free.is_none();
         self.source.append_value(source);
         self.pid.append_option(pid);
         self.device.append_value(&b.device);
@@ -345,9 +378,11 @@ impl BlocksBuilder {
         self.size.append_option(b.size);
         self.owner.append_option(b.owner.as_deref());
         self.allocation_id.append_option(b.allocation_id);
-        self.alloc_id.append_option(has_malloc.then_some(b.alloc_id));
+        self.alloc_id
+            .append_option(has_malloc.then_some(b.alloc_id));
         self.alloc_ts.append_option(b.alloc_ts);
-        self.alloc_row.append_option(has_malloc.then_some(b.alloc_row));
+        self.alloc_row
+            .append_option(has_malloc.then_some(b.alloc_row));
         self.free_id.append_option(end.free_id);
         self.free_ts.append_option(end.free_ts);
         self.free_row.append_option(end.free_row);
@@ -416,7 +451,11 @@ fn oom_batch(source: &str, mut rows: Vec<OomRow>) -> RecordBatch {
     let mut prev_kind = "";
     let mut run = 0;
     for &i in &by_file {
-        run = if rows[i].kind == prev_kind { run + 1 } else { 1 };
+        run = if rows[i].kind == prev_kind {
+            run + 1
+        } else {
+            1
+        };
         prev_kind = rows[i].kind;
         ranks[i] = run;
     }

@@ -43,7 +43,6 @@ impl TsUnit {
     }
 }
 
-
 pub struct SourceOutput {
     pub events: EventsBuilder,
     events_sink: Option<BackgroundSink>,
@@ -63,7 +62,10 @@ impl SourceOutput {
         let events_schema = schema::events().schema();
         Ok(SourceOutput {
             events: EventsBuilder::new(events_schema.clone(), source, 1),
-            events_sink: Some(BackgroundSink::spawn(ParquetSink::create(events_path, events_schema)?)),
+            events_sink: Some(BackgroundSink::spawn(ParquetSink::create(
+                events_path,
+                events_schema,
+            )?)),
             rejects: RejectsBuilder::new(source),
             rejects_path: rejects_path.to_path_buf(),
             rejects_sink: None,
@@ -124,7 +126,9 @@ impl SourceOutput {
             )?);
         }
         let batch = self.rejects.finish();
-        self.rejects_sink.as_mut().map_or(Ok(()), |s| s.write(&batch))
+        self.rejects_sink
+            .as_mut()
+            .map_or(Ok(()), |s| s.write(&batch))
     }
 
     /// Flushes and closes both files.

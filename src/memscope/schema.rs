@@ -1,6 +1,8 @@
 //! The memscope tables (design.md §4): declared once, with a doc per column.
 
-use datafusion::arrow::datatypes::DataType::{Binary, Boolean, Float64, Int32, Int64, UInt64, Utf8};
+use datafusion::arrow::datatypes::DataType::{
+    Binary, Boolean, Float64, Int32, Int64, UInt64, Utf8,
+};
 
 use crate::schema::{col, req, TableDef};
 
@@ -138,7 +140,11 @@ pub fn python_trace() -> TableDef {
         columns: vec![
             req("source", Utf8, "input file (db: file#table)"),
             req("line", UInt64, "1-based line (db: rowid)"),
-            req("func_info", Utf8, "`<file>(<line>): <func>`, `nn.Module: <Class>` or a C function"),
+            req(
+                "func_info",
+                Utf8,
+                "`<file>(<line>): <func>`, `nn.Module: <Class>` or a C function",
+            ),
             col("start_ts", Int64, "start time, ns; NULL for N/A"),
             col("end_ts", Int64, "end time, ns; NULL for N/A"),
             col("tid", Int64, "thread id"),
@@ -185,10 +191,22 @@ pub fn rejects() -> TableDef {
         sort_order: &[],
         columns: vec![
             req("source", Utf8, "input file"),
-            req("line", UInt64, "1-based line where the record starts (db: rowid)"),
-            req("byte_offset", UInt64, "byte offset of the record in the file"),
+            req(
+                "line",
+                UInt64,
+                "1-based line where the record starts (db: rowid)",
+            ),
+            req(
+                "byte_offset",
+                UInt64,
+                "byte offset of the record in the file",
+            ),
             req("reason", Utf8, "why the record was rejected"),
-            req("text", Utf8, "the record's text (invalid UTF-8 replaced by U+FFFD)"),
+            req(
+                "text",
+                Utf8,
+                "the record's text (invalid UTF-8 replaced by U+FFFD)",
+            ),
             req("raw", Binary, "the record's exact bytes"),
         ],
     }
@@ -201,11 +219,23 @@ pub fn sources() -> TableDef {
         sort_order: &[],
         columns: vec![
             req("source", Utf8, "source name used in the other tables"),
-            req("kind", Utf8, "memscope_csv, memscope_db, python_trace, memory_compare, config, snapshot"),
+            req(
+                "kind",
+                Utf8,
+                "memscope_csv, memscope_db, python_trace, memory_compare, config, snapshot",
+            ),
             req("path", Utf8, "absolute path at ingest time"),
             req("size_bytes", Int64, "file size"),
-            col("ts_unit", Utf8, "timestamp unit of the source as written: ns or us"),
-            col("generation", Utf8, "format generation guessed for memscope dumps: G1, G2, G3"),
+            col(
+                "ts_unit",
+                Utf8,
+                "timestamp unit of the source as written: ns or us",
+            ),
+            col(
+                "generation",
+                Utf8,
+                "format generation guessed for memscope dumps: G1, G2, G3",
+            ),
             req("rows", Int64, "rows ingested"),
             req("rejects", Int64, "records rejected"),
         ],

@@ -17,15 +17,98 @@ use super::meta;
 
 /// Common SQL keywords (DataFusion's dialect).
 pub const KEYWORDS: &[&str] = &[
-    "ALL", "ALTER", "AND", "ANTI", "ARRAY", "AS", "ASC", "BETWEEN", "BIGINT", "BOOLEAN", "BY", "CASE", "CAST",
-    "COPY", "CREATE", "CROSS", "CURRENT", "DESC", "DESCRIBE", "DISTINCT", "DOUBLE", "DROP", "ELSE", "END",
-    "EXCEPT", "EXISTS", "EXPLAIN", "EXTERNAL", "FALSE", "FILTER", "FIRST", "FOLLOWING", "FROM", "FULL",
-    "GROUP", "HAVING", "IF", "ILIKE", "IN", "INNER", "INSERT", "INT", "INTERSECT", "INTERVAL", "INTO",
-    "IS", "JOIN", "LAST", "LATERAL", "LEFT", "LIKE", "LIMIT", "NATURAL", "NOT", "NULL", "NULLS", "OFFSET",
-    "ON", "OR", "ORDER", "OUTER", "OVER", "PARTITION", "PRECEDING", "QUALIFY", "RANGE", "RECURSIVE",
-    "REPLACE", "RIGHT", "ROW", "ROWS", "SELECT", "SEMI", "SET", "SHOW", "SIMILAR", "TABLE", "TABLES",
-    "THEN", "TRUE", "TRY_CAST", "UNBOUNDED", "UNION", "UNNEST", "USING", "VALUES", "VARCHAR", "VIEW",
-    "WHEN", "WHERE", "WINDOW", "WITH",
+    "ALL",
+    "ALTER",
+    "AND",
+    "ANTI",
+    "ARRAY",
+    "AS",
+    "ASC",
+    "BETWEEN",
+    "BIGINT",
+    "BOOLEAN",
+    "BY",
+    "CASE",
+    "CAST",
+    "COPY",
+    "CREATE",
+    "CROSS",
+    "CURRENT",
+    "DESC",
+    "DESCRIBE",
+    "DISTINCT",
+    "DOUBLE",
+    "DROP",
+    "ELSE",
+    "END",
+    "EXCEPT",
+    "EXISTS",
+    "EXPLAIN",
+    "EXTERNAL",
+    "FALSE",
+    "FILTER",
+    "FIRST",
+    "FOLLOWING",
+    "FROM",
+    "FULL",
+    "GROUP",
+    "HAVING",
+    "IF",
+    "ILIKE",
+    "IN",
+    "INNER",
+    "INSERT",
+    "INT",
+    "INTERSECT",
+    "INTERVAL",
+    "INTO",
+    "IS",
+    "JOIN",
+    "LAST",
+    "LATERAL",
+    "LEFT",
+    "LIKE",
+    "LIMIT",
+    "NATURAL",
+    "NOT",
+    "NULL",
+    "NULLS",
+    "OFFSET",
+    "ON",
+    "OR",
+    "ORDER",
+    "OUTER",
+    "OVER",
+    "PARTITION",
+    "PRECEDING",
+    "QUALIFY",
+    "RANGE",
+    "RECURSIVE",
+    "REPLACE",
+    "RIGHT",
+    "ROW",
+    "ROWS",
+    "SELECT",
+    "SEMI",
+    "SET",
+    "SHOW",
+    "SIMILAR",
+    "TABLE",
+    "TABLES",
+    "THEN",
+    "TRUE",
+    "TRY_CAST",
+    "UNBOUNDED",
+    "UNION",
+    "UNNEST",
+    "USING",
+    "VALUES",
+    "VARCHAR",
+    "VIEW",
+    "WHEN",
+    "WHERE",
+    "WINDOW",
+    "WITH",
 ];
 
 /// The names completion offers, refreshed from the session after each statement.
@@ -46,7 +129,10 @@ impl Vocabulary {
         let state = ctx.state();
         let catalog_name = state.config().options().catalog.default_catalog.clone();
         let schema_name = state.config().options().catalog.default_schema.clone();
-        if let Some(schema) = ctx.catalog(&catalog_name).and_then(|c| c.schema(&schema_name)) {
+        if let Some(schema) = ctx
+            .catalog(&catalog_name)
+            .and_then(|c| c.schema(&schema_name))
+        {
             let mut names = schema.table_names();
             names.sort();
             for name in names {
@@ -74,7 +160,10 @@ impl Vocabulary {
 
     /// Table, view and table function names (what can follow FROM or `\d`).
     pub fn relations(&self) -> impl Iterator<Item = &String> {
-        self.tables.iter().chain(&self.views).chain(&self.table_functions)
+        self.tables
+            .iter()
+            .chain(&self.views)
+            .chain(&self.table_functions)
     }
 }
 
@@ -86,7 +175,10 @@ pub struct MemqHelper {
 
 impl MemqHelper {
     pub fn new(vocab: Arc<RwLock<Vocabulary>>) -> MemqHelper {
-        MemqHelper { vocab, files: FilenameCompleter::new() }
+        MemqHelper {
+            vocab,
+            files: FilenameCompleter::new(),
+        }
     }
 }
 
@@ -111,13 +203,28 @@ fn starts_with_ci(candidate: &str, prefix: &str) -> bool {
 
 fn pairs<'a>(words: impl Iterator<Item = &'a str>, prefix: &str) -> Vec<Pair> {
     let set: BTreeSet<&str> = words.filter(|w| starts_with_ci(w, prefix)).collect();
-    set.into_iter().map(|w| Pair { display: w.to_string(), replacement: w.to_string() }).collect()
+    set.into_iter()
+        .map(|w| Pair {
+            display: w.to_string(),
+            replacement: w.to_string(),
+        })
+        .collect()
 }
 
 /// Completion candidates for `line` with the cursor at `pos`: (start of the replaced text, candidates).
-pub fn complete(vocab: &Vocabulary, files: &FilenameCompleter, line: &str, pos: usize) -> (usize, Vec<Pair>) {
+pub fn complete(
+    vocab: &Vocabulary,
+    files: &FilenameCompleter,
+    line: &str,
+    pos: usize,
+) -> (usize, Vec<Pair>) {
     let before = &line[..pos];
-    let start = before.char_indices().rev().find(|(_, c)| !is_word(*c)).map(|(i, c)| i + c.len_utf8()).unwrap_or(0);
+    let start = before
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !is_word(*c))
+        .map(|(i, c)| i + c.len_utf8())
+        .unwrap_or(0);
     let prefix = &before[start..];
     let trimmed = before.trim_start();
     if let Some(meta_line) = trimmed.strip_prefix('\\') {
@@ -153,10 +260,17 @@ pub fn complete(vocab: &Vocabulary, files: &FilenameCompleter, line: &str, pos: 
         .chain(&vocab.functions)
         .map(String::as_str);
     out.extend(pairs(names, prefix));
-    let keywords: Vec<String> = KEYWORDS.iter().filter(|k| starts_with_ci(k, prefix)).map(|k| keyword_case(k, prefix)).collect();
+    let keywords: Vec<String> = KEYWORDS
+        .iter()
+        .filter(|k| starts_with_ci(k, prefix))
+        .map(|k| keyword_case(k, prefix))
+        .collect();
     for k in keywords {
         if !out.iter().any(|p| p.replacement.eq_ignore_ascii_case(&k)) {
-            out.push(Pair { display: k.clone(), replacement: k });
+            out.push(Pair {
+                display: k.clone(),
+                replacement: k,
+            });
         }
     }
     (start, out)
@@ -165,7 +279,12 @@ pub fn complete(vocab: &Vocabulary, files: &FilenameCompleter, line: &str, pos: 
 impl Completer for MemqHelper {
     type Candidate = Pair;
 
-    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
         Ok(complete(&vocab, &self.files, line, pos))
     }
@@ -200,7 +319,10 @@ mod tests {
     #[test]
     fn completes_names_keywords_and_meta_commands() {
         assert_eq!(names("SELECT * FROM pea"), (14, vec!["peaks".to_string()]));
-        assert_eq!(names("select device_u"), (7, vec!["device_used".to_string()]));
+        assert_eq!(
+            names("select device_u"),
+            (7, vec!["device_used".to_string()])
+        );
         assert_eq!(names("sel"), (0, vec!["select".to_string()]));
         assert_eq!(names("SEL"), (0, vec!["SELECT".to_string()]));
         assert_eq!(names("SELECT fmt_b"), (7, vec!["fmt_bytes".to_string()]));

@@ -109,7 +109,14 @@ mod tests {
         assert_eq!(b, "SELECT 1,\n 2");
         b.push_str(";\nSELECT ';' AS \"a;b\" -- c;\n; SELECT /* ; */ 3; SEL");
         let s = take_statements(&mut b);
-        assert_eq!(s, vec!["SELECT 1,\n 2", "SELECT ';' AS \"a;b\" -- c;", "SELECT /* ; */ 3"]);
+        assert_eq!(
+            s,
+            vec![
+                "SELECT 1,\n 2",
+                "SELECT ';' AS \"a;b\" -- c;",
+                "SELECT /* ; */ 3"
+            ]
+        );
         assert_eq!(b, " SEL");
         let mut c = String::from("-- only a comment\n;  ");
         assert!(take_statements(&mut c).is_empty());

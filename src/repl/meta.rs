@@ -48,7 +48,11 @@ fn help() -> String {
          Parameters: a statement refers to `$name`; values are bound as typed literals (see \\set).\n\n",
     );
     for c in COMMANDS {
-        let head = if c.args.is_empty() { c.name.to_string() } else { format!("{} {}", c.name, c.args) };
+        let head = if c.args.is_empty() {
+            c.name.to_string()
+        } else {
+            format!("{} {}", c.name, c.args)
+        };
         let _ = writeln!(s, "  {head:<44} {}", c.help);
     }
     s
@@ -58,7 +62,13 @@ fn help() -> String {
 fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
-        .map(|i| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -99,11 +109,15 @@ impl Session {
                     "off" => false,
                     _ => return Err(MemqError::Usage("\\timing [on|off]".into())),
                 };
-                println!("Timing is {}.", if self.settings.timing { "on" } else { "off" });
+                println!(
+                    "Timing is {}.",
+                    if self.settings.timing { "on" } else { "off" }
+                );
             }
             "\\format" => {
-                let f = Format::parse(arg)
-                    .ok_or_else(|| MemqError::Usage("\\format table|csv|tsv|json|ndjson|markdown".into()))?;
+                let f = Format::parse(arg).ok_or_else(|| {
+                    MemqError::Usage("\\format table|csv|tsv|json|ndjson|markdown".into())
+                })?;
                 self.settings.format = f;
                 println!("Output format is {arg}.");
             }
@@ -121,8 +135,14 @@ impl Session {
                     println!("Results go to the terminal.");
                 } else {
                     let path = PathBuf::from(arg);
-                    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-                    if !matches!(ext.as_str(), "parquet" | "csv" | "tsv" | "json" | "ndjson" | "jsonl" | "md") {
+                    let ext = path
+                        .extension()
+                        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                        .unwrap_or_default();
+                    if !matches!(
+                        ext.as_str(),
+                        "parquet" | "csv" | "tsv" | "json" | "ndjson" | "jsonl" | "md"
+                    ) {
                         return Err(MemqError::Usage(
                             "\\o FILE: use .parquet, .csv, .tsv, .json, .ndjson or .md".into(),
                         ));
@@ -166,13 +186,23 @@ impl Session {
                     return Err(MemqError::Usage(format!("no parameter named {arg}")));
                 }
             }
-            _ => return Err(MemqError::Usage(format!("unknown command {cmd}; \\? lists them"))),
+            _ => {
+                return Err(MemqError::Usage(format!(
+                    "unknown command {cmd}; \\? lists them"
+                )))
+            }
         }
         Ok(Next::Continue)
     }
 
     fn row_count(&self, table: &str) -> u64 {
-        self.engine().manifest.tables.iter().find(|t| t.name == table).map(|t| t.rows).unwrap_or(0)
+        self.engine()
+            .manifest
+            .tables
+            .iter()
+            .find(|t| t.name == table)
+            .map(|t| t.rows)
+            .unwrap_or(0)
     }
 
     fn list_relations(&self) -> String {
@@ -184,7 +214,11 @@ impl Session {
         for v in &vocab.views {
             rows.push(vec![v.clone(), "view".into()]);
         }
-        let library: Vec<String> = library::analyses().into_iter().filter(|a| a.is_table_function()).map(|a| a.name).collect();
+        let library: Vec<String> = library::analyses()
+            .into_iter()
+            .filter(|a| a.is_table_function())
+            .map(|a| a.name)
+            .collect();
         for f in &vocab.table_functions {
             if library.contains(f) {
                 rows.push(vec![f.clone(), "table function".into()]);
@@ -194,9 +228,17 @@ impl Session {
     }
 
     fn list_tables(&self) -> String {
-        let mut rows = vec![vec!["table".to_string(), "rows".to_string(), "doc".to_string()]];
+        let mut rows = vec![vec![
+            "table".to_string(),
+            "rows".to_string(),
+            "doc".to_string(),
+        ]];
         for t in all_tables() {
-            rows.push(vec![t.name.to_string(), self.row_count(t.name).to_string(), t.doc.to_string()]);
+            rows.push(vec![
+                t.name.to_string(),
+                self.row_count(t.name).to_string(),
+                t.doc.to_string(),
+            ]);
         }
         columns(&rows)
     }
@@ -225,8 +267,18 @@ impl Session {
         let ctx = &self.engine().ctx;
         let mut out = String::new();
         if let Some(def) = all_tables().into_iter().find(|t| t.name == name) {
-            let _ = writeln!(out, "Table {name} ({} rows): {}\n", self.row_count(name), def.doc);
-            let mut rows = vec![vec!["column".to_string(), "type".into(), "null".into(), "doc".into()]];
+            let _ = writeln!(
+                out,
+                "Table {name} ({} rows): {}\n",
+                self.row_count(name),
+                def.doc
+            );
+            let mut rows = vec![vec![
+                "column".to_string(),
+                "type".into(),
+                "null".into(),
+                "doc".into(),
+            ]];
             for c in &def.columns {
                 rows.push(vec![
                     c.name.to_string(),
@@ -241,9 +293,19 @@ impl Session {
         let analysis = library::analyses().into_iter().find(|a| a.name == name);
         if let Some(a) = analysis.as_ref().filter(|a| a.is_table_function()) {
             let _ = writeln!(out, "Table function {}\n\n{}\n", a.call_form(), a.doc);
-            let mut rows = vec![vec!["parameter".to_string(), "type".into(), "default".into(), "doc".into()]];
+            let mut rows = vec![vec![
+                "parameter".to_string(),
+                "type".into(),
+                "default".into(),
+                "doc".into(),
+            ]];
             for p in &a.params {
-                rows.push(vec![p.name.clone(), p.sql_type.clone(), p.default.clone().unwrap_or_default(), p.doc.clone()]);
+                rows.push(vec![
+                    p.name.clone(),
+                    p.sql_type.clone(),
+                    p.default.clone().unwrap_or_default(),
+                    p.doc.clone(),
+                ]);
             }
             out.push_str(&columns(&rows));
             out.push('\n');
@@ -254,10 +316,11 @@ impl Session {
             out.push_str(&columns(&rows));
             return Ok(out);
         }
-        let df = ctx
-            .table(name)
-            .await
-            .map_err(|_| MemqError::Usage(format!("no table, view or table function named {name}; \\d lists them")))?;
+        let df = ctx.table(name).await.map_err(|_| {
+            MemqError::Usage(format!(
+                "no table, view or table function named {name}; \\d lists them"
+            ))
+        })?;
         match &analysis {
             Some(a) => {
                 let _ = writeln!(out, "View {name}\n\n{}\n", a.doc);
@@ -285,13 +348,18 @@ fn list_functions() -> String {
     for f in udf::docs() {
         let _ = writeln!(out, "  {}\n      {}", f.usage, f.doc);
     }
-    let tfs: Vec<_> = library::analyses().into_iter().filter(|a| a.is_table_function()).collect();
+    let tfs: Vec<_> = library::analyses()
+        .into_iter()
+        .filter(|a| a.is_table_function())
+        .collect();
     if !tfs.is_empty() {
         out.push_str("\nTable functions (canned analyses with parameters):\n");
         for a in tfs {
             let _ = writeln!(out, "  {}\n      {}", a.call_form(), a.summary);
         }
     }
-    out.push_str("\nDataFusion's built-in functions are available too (SHOW FUNCTIONS lists them).\n");
+    out.push_str(
+        "\nDataFusion's built-in functions are available too (SHOW FUNCTIONS lists them).\n",
+    );
     out
 }

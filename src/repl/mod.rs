@@ -36,7 +36,11 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { format: Format::Table, timing: false, bytes: BytesDisplay::Human }
+        Settings {
+            format: Format::Table,
+            timing: false,
+            bytes: BytesDisplay::Human,
+        }
     }
 }
 
@@ -50,7 +54,9 @@ pub struct ReplOptions {
 impl ReplOptions {
     /// History in `$XDG_STATE_HOME/memq/history`.
     pub fn standard() -> ReplOptions {
-        ReplOptions { history: Some(crate::cache::state_dir().join("history")) }
+        ReplOptions {
+            history: Some(crate::cache::state_dir().join("history")),
+        }
     }
 }
 
@@ -89,7 +95,12 @@ fn query_runtime() -> Result<tokio::runtime::Runtime> {
 /// Plans and runs one statement as a task on `queries`, so that Ctrl-C (SIGINT, caught while
 /// the query runs; at the prompt rustyline reads it as a key) can abort it. A spinner with the
 /// elapsed time appears on stderr once the query has run for a second.
-async fn run_cancellable(queries: &tokio::runtime::Handle, ctx: SessionContext, sql: String, params: Params) -> Outcome {
+async fn run_cancellable(
+    queries: &tokio::runtime::Handle,
+    ctx: SessionContext,
+    sql: String,
+    params: Params,
+) -> Outcome {
     let start = Instant::now();
     let mut task = queries.spawn(async move {
         let df = params::plan_one(&ctx, &sql, &params).await?;
@@ -185,7 +196,13 @@ impl Session {
                 }
             },
         };
-        let outcome = run_cancellable(&handle, self.engine().ctx.clone(), sql.to_string(), self.params.clone()).await;
+        let outcome = run_cancellable(
+            &handle,
+            self.engine().ctx.clone(),
+            sql.to_string(),
+            self.params.clone(),
+        )
+        .await;
         if matches!(outcome, Outcome::Cancelled) {
             // The aborted task stops at its next yield, which a long operator may delay: leave
             // its threads to finish in the background and run the next queries on fresh ones.
@@ -217,11 +234,22 @@ impl Session {
         }
         if let Some(path) = self.redirect.take() {
             let rows = output::write_file(&path, &result.schema, &result.batches)?;
-            println!("{rows} row{} written to {}", if rows == 1 { "" } else { "s" }, path.display());
+            println!(
+                "{rows} row{} written to {}",
+                if rows == 1 { "" } else { "s" },
+                path.display()
+            );
             return Ok(());
         }
-        let bytes = if self.settings.format == Format::Table { self.settings.bytes } else { BytesDisplay::Raw };
-        print!("{}", output::render(&result.schema, &result.batches, self.settings.format, bytes)?);
+        let bytes = if self.settings.format == Format::Table {
+            self.settings.bytes
+        } else {
+            BytesDisplay::Raw
+        };
+        print!(
+            "{}",
+            output::render(&result.schema, &result.batches, self.settings.format, bytes)?
+        );
         Ok(())
     }
 
@@ -308,7 +336,11 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
         if m.sources.len() == 1 { "" } else { "s" }
     );
     loop {
-        let prompt = if session.continuing() { "   ...> " } else { "memq> " };
+        let prompt = if session.continuing() {
+            "   ...> "
+        } else {
+            "memq> "
+        };
         match rl.readline(prompt) {
             Ok(line) => {
                 let (next, done) = session.feed_line(&line, 0).await;

@@ -12,12 +12,16 @@ use tempfile::TempDir;
 
 /// `../shared/fixtures/<rel>` (the real samples CI provides beside the clone).
 pub fn shared_fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(rel)
 }
 
 /// `fixtures/<rel>` of this project.
 pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
 }
 
 /// An ingested dataset living in a temporary folder.
@@ -30,9 +34,18 @@ pub struct Ingested {
 pub async fn ingest_temp(inputs: &[PathBuf]) -> memq::error::Result<Ingested> {
     let dir = TempDir::new().expect("temp dir");
     let dataset = dir.path().join("t.memq");
-    let opts = IngestOptions { output: dataset.clone(), force: false, strict: false, progress: false };
+    let opts = IngestOptions {
+        output: dataset.clone(),
+        force: false,
+        strict: false,
+        progress: false,
+    };
     let report = ingest(inputs, &opts).await?;
-    Ok(Ingested { dir, dataset, report })
+    Ok(Ingested {
+        dir,
+        dataset,
+        report,
+    })
 }
 
 /// Ingests and opens; panics on error (for tests of good inputs).
@@ -47,7 +60,11 @@ pub fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let opts = FormatOptions::default().with_null("NULL");
     let mut rows = Vec::new();
     for b in batches {
-        let fmts: Vec<_> = b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap()).collect();
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
         for r in 0..b.num_rows() {
             rows.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
         }
@@ -56,13 +73,20 @@ pub fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
 }
 
 pub async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
-    cells(&engine.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")))
+    cells(
+        &engine
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}")),
+    )
 }
 
 /// A single integer result.
 pub async fn int(engine: &Engine, sql: &str) -> i64 {
     let r = rows(engine, sql).await;
-    r[0][0].parse().unwrap_or_else(|_| panic!("{sql}: not an integer: {:?}", r))
+    r[0][0]
+        .parse()
+        .unwrap_or_else(|_| panic!("{sql}: not an integer: {:?}", r))
 }
 
 /// The reference figures recorded in tests/golden/expected.json.
