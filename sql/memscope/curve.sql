@@ -9,8 +9,9 @@
 -- live_bytes is computed by memq from `blocks`, so it exists for every pool, HAL included: the
 -- running sum, in canonical order (ts, then file order), of the sizes of blocks allocated minus
 -- the sizes of blocks ended (by a FREE, a shadow FREE, or a MALLOC that reused the address).
--- A shadow FREE that only fills in a release the tool never saw (the block was still held at
--- exit: the rule of `leak_candidates`) ends nothing, so the curve ends at the memory still held.
+-- A block still held at the end by view `block_fates` (a shadow FREE that only fills in a
+-- release the tool never saw: exit_fill_in or exit_while_stopped) ends nothing, so the curve
+-- ends at the memory still held; every other block ends at its `block_fates.end_row`.
 -- A FREE whose block had no MALLOC (allocated before collection) changes nothing.
 -- A G1 HAL FREE row written with Device Id N/A is placed in the series of the block it ends.
 --
@@ -34,48 +35,18 @@
 -- @column device_used   bytes: whole-device used memory after the event, as written (-1 = unsupported); NULL when absent
 -- @column live_bytes    bytes: live bytes of the series after this row, from paired blocks (memq)
 WITH
--- Every block with the first row of the next block on the same key (NULL when none follows):
--- a block ended by address reuse ('replaced') ends at that row.
-keyed_blocks AS (
-    SELECT source, pid, device, pool, COALESCE(size, 0) AS size, alloc_ts, alloc_row,
-           free_ts, free_row, free_kind,
-           LEAD(COALESCE(alloc_row, free_row)) OVER (
-               PARTITION BY source, pid, device, pool, ptr
-               ORDER BY COALESCE(alloc_ts, free_ts), COALESCE(alloc_row, free_row)) AS next_block_row
-    FROM blocks
-),
--- START_TRACE / STOP_TRACE rows: marker m covers the times (previous marker, m] and, when it is
--- the last one, also the times after it.
-trace_markers AS (
-    SELECT source, pid, ts, event_type,
-           LAG(ts) OVER (PARTITION BY source, pid ORDER BY ts) AS previous_ts,
-           LEAD(ts) OVER (PARTITION BY source, pid ORDER BY ts) IS NULL AS is_last
-    FROM events
-    WHERE event = 'SYSTEM' AND event_type IN ('START_TRACE', 'STOP_TRACE') AND ts IS NOT NULL
-),
--- A shadow FREE with no later block on its key that was not flushed at a start() (next marker
--- START_TRACE) is a fill-in: the block was still held at exit and its end does not count.
-block_ends AS (
-    SELECT k.*,
-           COALESCE(k.free_kind = 'shadow' AND k.next_block_row IS NULL
-                    AND NOT (m.event_type = 'START_TRACE' AND k.free_ts <= m.ts), false) AS held_at_exit
-    FROM keyed_blocks k
-    LEFT JOIN trace_markers m
-           ON m.source = k.source AND (m.pid IS NOT DISTINCT FROM k.pid)
-          AND k.free_kind = 'shadow' AND k.next_block_row IS NULL
-          AND ((k.free_ts <= m.ts AND (m.previous_ts IS NULL OR m.previous_ts < k.free_ts))
-               OR (m.is_last AND k.free_ts > m.ts))
-),
--- Change of live bytes caused by each row: +size at the MALLOC, -size where the block ends;
--- a FREE without MALLOC or a fill-in changes nothing but tells which series its row belongs to.
+-- Change of live bytes caused by each row: +size at the MALLOC, -size where the block ends
+-- (block_fates.end_row: the FREE, or the MALLOC that reused the address); a FREE without MALLOC
+-- or a fill-in of a block held at the end changes nothing but tells which series its row
+-- belongs to.
 block_deltas AS (
     SELECT source, pid, device, pool,
-           CASE WHEN change.kind = 'alloc' THEN alloc_row ELSE COALESCE(free_row, next_block_row) END AS row_idx,
-           CASE WHEN change.kind = 'alloc' THEN size
-                WHEN alloc_ts IS NULL OR held_at_exit THEN 0
-                ELSE -size
+           CASE WHEN change.kind = 'alloc' THEN alloc_row ELSE COALESCE(end_row, free_row) END AS row_idx,
+           CASE WHEN change.kind = 'alloc' THEN COALESCE(size, 0)
+                WHEN alloc_ts IS NULL OR held_at_end THEN 0
+                ELSE -COALESCE(size, 0)
            END AS delta
-    FROM block_ends
+    FROM block_fates
     CROSS JOIN (VALUES ('alloc'), ('end')) AS change(kind)
     WHERE (change.kind = 'alloc' AND alloc_ts IS NOT NULL)
        OR (change.kind = 'end' AND free_ts IS NOT NULL)

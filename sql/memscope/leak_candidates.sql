@@ -1,20 +1,23 @@
 -- leak_candidates: blocks never really released: never freed, or ended only by a shadow FREE that fills in a missing release.
 --
 -- Blocks are keyed by (source, pid, device, pool, ptr). A block is listed when it had a MALLOC
--- and no real release:
---   reason 'no_free'     no FREE at all: still live at the end of the data (G2 and older
---                        writers leave blocks alive at exit without a FREE);
---   reason 'shadow_fill' its only FREE is a shadow FREE that is a fill-in (memscope-format.md
---                        §5.5): NOT followed by a later block on the same key (a following
---                        MALLOC means the address was released and reused: a residual-block
---                        fill-in), and NOT flushed at a `start()` (a shadow FREE whose next
---                        START_TRACE/STOP_TRACE row is a START_TRACE is a genuine release
---                        during a stop period). When the last trace marker before it is a
---                        STOP_TRACE the process exited while stopped and the block may also
---                        have been freed after that stop: reason 'shadow_after_stop'.
+-- and is still held at the end of the data by the single rule of view `block_fates`
+-- (memscope-format.md §5.5); `reason` maps its fate:
+--   reason 'no_free'           fate never_freed: no FREE at all, still live at the end (G2 and
+--                              older writers leave blocks alive at exit without a FREE);
+--   reason 'shadow_fill'       fate exit_fill_in: its only FREE is the tool's shadow fill-in at
+--                              exit while collecting (after the last START_TRACE with no
+--                              STOP_TRACE after it, or a file without START/STOP rows; also a
+--                              shadow FREE no other rule explains, see block_fates);
+--   reason 'shadow_after_stop' fate exit_while_stopped: its shadow FREE is at the last
+--                              STOP_TRACE + 1 ns (the process exited while stopped): a fill-in,
+--                              or a free after that stop that the timestamp cannot tell apart.
+-- Blocks whose shadow FREE was flushed at a start() (a genuine release during a stop period) or
+-- that were closed because their address was allocated again (residual-block fill-in) are
+-- released, as are blocks ended by a real FREE or by address reuse.
 -- Stock memory (a promoted shadow MALLOC: allocated before collection started) is listed with
 -- stock = true but is no leak verdict: `leak_summary` counts it apart.
--- Blocks ended by a real FREE, by address reuse, or FREEs without MALLOC are never listed.
+-- FREEs without MALLOC are never listed.
 -- The guide's "allocated in the first 20 % of the timeline" criterion is available as
 -- timeline_pct (not applied). ORDER BY alloc_ts for allocation order (the reference's detail order).
 --
@@ -36,48 +39,11 @@
 -- @column stock           true for stock memory (allocated before collection started): not a leak verdict
 -- @column stack_top       innermost frame of the MALLOC's Python stack; NULL when there is no stack
 WITH
--- Blocks that had a MALLOC and that no real FREE and no address reuse ended, each knowing
--- whether another block follows on the same key (the address was released and used again).
-unreleased AS (
-    SELECT *
-    FROM (
-        SELECT b.*,
-               LEAD(COALESCE(alloc_row, free_row)) OVER (
-                   PARTITION BY source, pid, device, pool, ptr
-                   ORDER BY COALESCE(alloc_ts, free_ts), COALESCE(alloc_row, free_row)) AS next_block_row
-        FROM blocks b
-    ) keyed
-    WHERE alloc_ts IS NOT NULL
-      AND (free_kind = 'none' OR (free_kind = 'shadow' AND next_block_row IS NULL))
-),
--- START_TRACE / STOP_TRACE rows of each file and process, each with the marker before it and
--- whether it is the last one: marker m covers the times (previous marker, m] and, when it is
--- the last marker, also (m, end of data].
-trace_markers AS (
-    SELECT source, pid, ts, event_type,
-           LAG(ts) OVER (PARTITION BY source, pid ORDER BY ts) AS previous_ts,
-           LAG(event_type) OVER (PARTITION BY source, pid ORDER BY ts) AS previous_type,
-           LEAD(ts) OVER (PARTITION BY source, pid ORDER BY ts) IS NULL AS is_last
-    FROM events
-    WHERE event = 'SYSTEM' AND event_type IN ('START_TRACE', 'STOP_TRACE') AND ts IS NOT NULL
-),
 -- The time range of each source, for timeline_pct.
 source_range AS (
     SELECT source, MIN(ts) AS first_ts, MAX(ts) AS last_ts
     FROM events
     GROUP BY source
-),
--- Each unreleased block with the markers around its shadow FREE: the first marker at or after
--- it (next_marker) and the last one before it (previous_marker).
-with_markers AS (
-    SELECT u.*,
-           CASE WHEN u.free_ts <= m.ts THEN m.event_type END AS next_marker,
-           CASE WHEN u.free_ts <= m.ts THEN m.previous_type ELSE m.event_type END AS previous_marker
-    FROM unreleased u
-    LEFT JOIN trace_markers m
-           ON m.source = u.source AND (m.pid IS NOT DISTINCT FROM u.pid) AND u.free_kind = 'shadow'
-          AND ((u.free_ts <= m.ts AND (m.previous_ts IS NULL OR m.previous_ts < u.free_ts))
-               OR (m.is_last AND u.free_ts > m.ts))
 )
 SELECT c.source, c.pid, c.device, c.pool, c.ptr,
        hex(c.ptr) AS address,
@@ -92,13 +58,12 @@ SELECT c.source, c.pid, c.device, c.pool, c.ptr,
        END AS timeline_pct,
        CASE WHEN c.free_kind = 'shadow' THEN 1 ELSE 0 END AS shadow_frees,
        CASE WHEN c.free_kind = 'shadow' THEN c.free_ts END AS last_shadow_ts,
-       CASE WHEN c.free_kind = 'none' THEN 'no_free'
-            WHEN c.previous_marker = 'STOP_TRACE' THEN 'shadow_after_stop'
-            ELSE 'shadow_fill'
+       CASE c.fate WHEN 'never_freed' THEN 'no_free'
+                   WHEN 'exit_while_stopped' THEN 'shadow_after_stop'
+                   ELSE 'shadow_fill'
        END AS reason,
        c.stock,
        stack_frame(c.stack_py, 1) AS stack_top
-FROM with_markers c
+FROM block_fates c
 JOIN source_range r ON r.source = c.source
--- a shadow FREE flushed at a start() is a genuine release during a stop period
-WHERE c.next_marker IS DISTINCT FROM 'START_TRACE'
+WHERE c.held_at_end AND c.alloc_ts IS NOT NULL

@@ -7,8 +7,9 @@
 -- as '(unlabelled)'.
 -- peak_bytes is the highest sum of that owner's live blocks, from a running sum over the blocks'
 -- allocations and ends in canonical order (peaks of different owners are reached at different
--- moments, so they do not add up to a simultaneous total). As in `curve`, a shadow FREE that only
--- fills in a release never observed (held at exit, see `leak_candidates`) ends nothing.
+-- moments, so they do not add up to a simultaneous total). As in `curve`, a block still held at
+-- the end by view `block_fates` (a shadow FREE that only fills in a release never observed)
+-- ends nothing; every other block ends at block_fates.end_ts.
 -- ORDER BY peak_bytes DESC for the largest first.
 --
 -- @column source         input file
@@ -23,50 +24,24 @@
 -- @column blocks         number of blocks allocated (MALLOC rows)
 -- @column end_bytes      bytes: the owner's bytes still held at the end of the data (blocks never released, stock included)
 WITH
--- Every block with the first row of the next block on the same key (NULL when none follows):
--- a block ended by address reuse ('replaced') ends at that row.
-keyed_blocks AS (
-    SELECT source, pid, device, pool, ptr,
-           COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
-           COALESCE(size, 0) AS size, alloc_ts, alloc_row, free_ts, free_row, free_kind,
-           LEAD(COALESCE(alloc_row, free_row)) OVER (
-               PARTITION BY source, pid, device, pool, ptr
-               ORDER BY COALESCE(alloc_ts, free_ts), COALESCE(alloc_row, free_row)) AS next_block_row
-    FROM blocks
-),
--- START_TRACE / STOP_TRACE rows: marker m covers the times (previous marker, m] and, when it is
--- the last one, also the times after it.
-trace_markers AS (
-    SELECT source, pid, ts, event_type,
-           LAG(ts) OVER (PARTITION BY source, pid ORDER BY ts) AS previous_ts,
-           LEAD(ts) OVER (PARTITION BY source, pid ORDER BY ts) IS NULL AS is_last
-    FROM events
-    WHERE event = 'SYSTEM' AND event_type IN ('START_TRACE', 'STOP_TRACE') AND ts IS NOT NULL
-),
--- Allocated blocks; a shadow FREE with no later block on its key that was not flushed at a
--- start() is a fill-in: the block was still held at exit and its end does not count.
+-- Allocated blocks with their owner and fate.
 owned_blocks AS (
-    SELECT k.*,
-           COALESCE(k.free_kind = 'shadow' AND k.next_block_row IS NULL
-                    AND NOT (m.event_type = 'START_TRACE' AND k.free_ts <= m.ts), false) AS held_at_exit
-    FROM keyed_blocks k
-    LEFT JOIN trace_markers m
-           ON m.source = k.source AND (m.pid IS NOT DISTINCT FROM k.pid)
-          AND k.free_kind = 'shadow' AND k.next_block_row IS NULL
-          AND ((k.free_ts <= m.ts AND (m.previous_ts IS NULL OR m.previous_ts < k.free_ts))
-               OR (m.is_last AND k.free_ts > m.ts))
-    WHERE k.alloc_ts IS NOT NULL
+    SELECT source, pid, device, pool,
+           COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
+           COALESCE(size, 0) AS size, alloc_ts, alloc_row, end_ts, end_row
+    FROM block_fates
+    WHERE alloc_ts IS NOT NULL
 ),
--- +size at each allocation, -size where the block ends.
+-- +size at each allocation, -size where the block ends (not for blocks held at the end).
 owner_deltas AS (
     SELECT source, pid, device, pool, owner,
-           CASE WHEN change.kind = 'alloc' THEN alloc_ts ELSE free_ts END AS ts,
-           CASE WHEN change.kind = 'alloc' THEN alloc_row ELSE COALESCE(free_row, next_block_row) END AS row_idx,
+           CASE WHEN change.kind = 'alloc' THEN alloc_ts ELSE end_ts END AS ts,
+           CASE WHEN change.kind = 'alloc' THEN alloc_row ELSE end_row END AS row_idx,
            CASE WHEN change.kind = 'alloc' THEN size ELSE -size END AS delta,
            CASE WHEN change.kind = 'alloc' THEN 1 ELSE 0 END AS allocation
     FROM owned_blocks
     CROSS JOIN (VALUES ('alloc'), ('end')) AS change(kind)
-    WHERE change.kind = 'alloc' OR (free_ts IS NOT NULL AND NOT held_at_exit)
+    WHERE change.kind = 'alloc' OR end_ts IS NOT NULL
 ),
 -- The owner's live bytes after each change (ends before allocations within one row).
 owner_live AS (

@@ -3,12 +3,12 @@
 -- Framework pools (PTA, ATB, MINDSPORE, PTA_WORKSPACE, HOST_PINNED) carry their counters on
 -- their own MALLOC/FREE rows (Attr `used`, `total`: the state after the row's event; for
 -- HOST_PINNED `used` is the process VmRSS). HAL rows carry none, so the HAL series is the live
--- bytes of HAL blocks computed by pairing (table `blocks`): +size at each MALLOC, -size when the
--- block ends (FREE, shadow FREE, or address reuse). A shadow FREE later than every non-shadow
--- memory event of its file (MALLOC or real FREE, any pool) is the tool's exit fill-in
--- (memscope-format.md §5.5 rule 4): the memory was still held at exit, so it is not counted
--- as a release. Blocks whose MALLOC was never seen
--- (allocated before collection) are left out. Promoted shadow MALLOCs (stock memory) count.
+-- bytes of HAL blocks computed by pairing (view `block_fates`): +size at each MALLOC, -size when
+-- the block ends (FREE, shadow FREE, or address reuse) unless block_fates says the memory was
+-- still held at the end (a shadow FREE that only fills in a release never observed, at exit
+-- while collecting or while stopped: memscope-format.md §5.5), so the series ends at the memory
+-- still held. Blocks whose MALLOC was never seen (allocated before collection) are left out.
+-- Promoted shadow MALLOCs (stock memory) count.
 -- For HAL, `total` repeats `used`: HAL live bytes are the driver-level reservation.
 -- Counters of different processes, devices or pools are never mixed.
 --
@@ -30,28 +30,16 @@ attr_points AS (
       AND event_type <> 'HAL'
       AND (used IS NOT NULL OR total IS NOT NULL)
 ),
--- HAL blocks with the last time of a non-shadow memory event of their file (a MALLOC that is
--- not a promoted shadow row, or a real FREE): later shadow FREEs are exit fill-ins
-hal_blocks AS (
-    SELECT *, (free_kind = 'shadow' AND free_ts > last_real_ts) AS held_at_exit
-    FROM (
-        SELECT *,
-               MAX(GREATEST(CASE WHEN alloc_ts IS NOT NULL AND NOT stock THEN alloc_ts END,
-                            CASE WHEN free_kind = 'real' THEN free_ts END))
-                   OVER (PARTITION BY source) AS last_real_ts
-        FROM blocks
-    ) b
-    WHERE pool = 'HAL' AND alloc_ts IS NOT NULL
-),
 -- +size when a HAL block starts, -size when it really ends (one pass: each block twice)
 hal_deltas AS (
     SELECT source, pid, device,
-           CASE WHEN d.sign = 1 THEN alloc_ts ELSE free_ts END AS ts,
+           CASE WHEN d.sign = 1 THEN alloc_ts ELSE end_ts END AS ts,
            CASE WHEN d.sign = 1 THEN alloc_row ELSE free_row END AS row_idx,
            d.sign * size AS delta
-    FROM hal_blocks
+    FROM block_fates
     CROSS JOIN (VALUES (1), (-1)) AS d(sign)
-    WHERE d.sign = 1 OR (free_ts IS NOT NULL AND NOT held_at_exit)
+    WHERE pool = 'HAL' AND alloc_ts IS NOT NULL
+      AND (d.sign = 1 OR end_ts IS NOT NULL)
 ),
 hal_points AS (
     SELECT source, pid, device, 'HAL' AS pool, ts, row_idx,
