@@ -188,3 +188,36 @@ async fn g3_typed_columns() {
         assert_eq!(rows(&engine, &q).await, vec![vec!["shadow"]], "{q}");
     }
 }
+
+#[tokio::test]
+async fn block_fates_agree_with_the_generators_shadow_counts() {
+    let t = truth();
+    let s = &t["shadow"];
+    let (_ing, engine) = open(&[fixture("memscope/g3_run")]).await;
+    let fate = |f: &'static str| format!("SELECT count(*) FROM block_fates WHERE fate = '{f}'");
+    assert_eq!(
+        int(&engine, &fate("stop_period_free")).await,
+        s["stop_period_frees"].as_i64().unwrap()
+    );
+    assert_eq!(
+        int(&engine, &fate("exit_fill_in")).await,
+        s["exit_fill_ins"].as_i64().unwrap()
+    );
+    assert_eq!(
+        int(&engine, &fate("residual_fill_in")).await,
+        s["residual_fill_ins"].as_i64().unwrap()
+    );
+    // Every injected leak block is a leak candidate, held at the end by an exit fill-in.
+    let mut bytes = 0;
+    for b in t["leak"]["blocks"].as_array().unwrap() {
+        let q = format!(
+            "SELECT reason, size FROM leak_candidates WHERE ptr = {} AND pool = '{}' AND alloc_ts = {}",
+            b["ptr"], b["pool"].as_str().unwrap(), b["alloc_ts"]
+        );
+        let r = rows(&engine, &q).await;
+        assert_eq!(r.len(), 1, "{q}");
+        assert_eq!(r[0][0], "shadow_fill");
+        bytes += r[0][1].parse::<i64>().unwrap();
+    }
+    assert_eq!(bytes, t["leak"]["bytes"].as_i64().unwrap());
+}
