@@ -10,6 +10,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Location, MemqError, Result};
@@ -74,14 +75,30 @@ pub fn is_dataset(path: &Path) -> bool {
     path.is_dir() && path.join(MANIFEST).is_file()
 }
 
+/// Columns whose values are nearly all distinct: dictionary encoding only costs time there.
+const HIGH_CARDINALITY: &[&str] = &["attr", "raw", "text", "extra_json"];
+
 /// Parquet writer settings shared by every table file.
 pub fn writer_properties(
     sorting: Option<Vec<datafusion::parquet::file::metadata::SortingColumn>>,
 ) -> WriterProperties {
-    WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(128 * 1024))
-        .set_sorting_columns(sorting)
+        .set_sorting_columns(sorting);
+    for c in HIGH_CARDINALITY {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(*c), false);
+    }
+    b.build()
+}
+
+/// Settings for intermediate files read back once during ingest: no compression and no
+/// dictionaries, so writing them costs little.
+pub fn staging_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_max_row_group_row_count(Some(128 * 1024))
         .build()
 }
 

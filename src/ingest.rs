@@ -240,7 +240,11 @@ impl Run {
             .builder
             .staging_dir()?
             .join(format!("blocks-{idx}.parquet"));
-        let mut blocks_sink = ParquetSink::create(&blocks_staging, ms::blocks().schema())?;
+        let mut blocks_sink = ParquetSink::create_with(
+            &blocks_staging,
+            ms::blocks().schema(),
+            dataset::staging_properties(),
+        )?;
         let mut deriver = Deriver::new(&source.name, ts_scale);
         while let Some(batch) = stream.next().await {
             deriver.push(&batch?);

@@ -62,9 +62,10 @@ impl SourceOutput {
         let events_schema = schema::events().schema();
         Ok(SourceOutput {
             events: EventsBuilder::new(events_schema.clone(), source, 1),
-            events_sink: Some(BackgroundSink::spawn(ParquetSink::create(
+            events_sink: Some(BackgroundSink::spawn(ParquetSink::create_with(
                 events_path,
                 events_schema,
+                crate::dataset::staging_properties(),
             )?)),
             rejects: RejectsBuilder::new(source),
             rejects_path: rejects_path.to_path_buf(),
