@@ -57,12 +57,22 @@ per_series AS (
            first_value(ts_raw ORDER BY frag_pct DESC, ts, row_idx) AS peak_ts_raw,
            AVG(frag_pct) AS mean_frag_pct,
            last_value(used ORDER BY ts, row_idx) AS used_last,
-           last_value(total ORDER BY ts, row_idx) AS total_last,
-           array_slice(
-               array_agg(named_struct('ts', ts, 'ts_raw', ts_raw, 'usage_pct', usage_pct, 'used', used, 'total', total)
-                         ORDER BY usage_pct, ts, row_idx),
-               1, 5) AS lowest_usage
+           last_value(total ORDER BY ts, row_idx) AS total_last
     FROM samples
+    GROUP BY source, pid, device, pool
+),
+-- the 5 lowest-usage samples of each series (ranked first, so the list aggregates only 5 rows)
+lowest_ranked AS (
+    SELECT *,
+           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY usage_pct, ts, row_idx) AS usage_rank
+    FROM samples
+),
+lowest AS (
+    SELECT source, pid, device, pool,
+           array_agg(named_struct('ts', ts, 'ts_raw', ts_raw, 'usage_pct', usage_pct, 'used', used, 'total', total)
+                     ORDER BY usage_rank) AS lowest_usage
+    FROM lowest_ranked
+    WHERE usage_rank <= 5
     GROUP BY source, pid, device, pool
 ),
 row_counts AS (
@@ -89,9 +99,11 @@ SELECT r.source, r.pid, r.device, r.pool, r.rows,
             WHEN s.peak_frag_pct < 5 THEN 'normal'
             WHEN s.peak_frag_pct <= 15 THEN 'elevated'
             ELSE 'severe' END AS peak_level,
-       s.used_last, s.total_last, r.peak_total, s.lowest_usage
+       s.used_last, s.total_last, r.peak_total, l.lowest_usage
 FROM row_counts r
 LEFT JOIN per_series s
        ON s.source = r.source AND (s.pid IS NOT DISTINCT FROM r.pid) AND s.device = r.device AND s.pool = r.pool
+LEFT JOIN lowest l
+       ON l.source = r.source AND (l.pid IS NOT DISTINCT FROM r.pid) AND l.device = r.device AND l.pool = r.pool
 LEFT JOIN expansion_counts x
        ON x.source = r.source AND (x.pid IS NOT DISTINCT FROM r.pid) AND x.device = r.device AND x.pool = r.pool
