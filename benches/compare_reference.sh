@@ -25,8 +25,11 @@ measure() { # name, command...
 echo "== reference ($ref)"
 cp "$dump" "$work/dump.csv"
 measure "ref --sort --overwrite" python3 "$ref" "$work/dump.csv" --sort --overwrite
-peak_ts=$(python3 "$ref" "$work/dump.csv" --peak --pool PTA | grep -o 'at-timestamp [0-9]*' | head -1 | cut -d' ' -f2 || true)
-read -r first last < <(python3 "$ref" "$work/dump.csv" --stats | head -1 | grep -oE '[0-9]{12,} ~ [0-9]{12,}' | tr -d '~')
+python3 "$ref" "$work/dump.csv" --peak --pool PTA >"$work/peak.txt"
+peak_ts=$(grep -o 'at-timestamp [0-9]*' "$work/peak.txt" | head -1 | cut -d' ' -f2 || true)
+python3 "$ref" "$work/dump.csv" --stats >"$work/stats.txt"
+read -r first last < <(grep -oE '[0-9]{12,} ~ [0-9]{12,}' "$work/stats.txt" | head -1 | tr -d '~')
+echo "peak ts ${peak_ts:-?}; time range $first .. $last"
 mid=$(( first + (last - first) / 2 ))
 measure "ref --stats" python3 "$ref" "$work/dump.csv" --stats
 measure "ref --peak" python3 "$ref" "$work/dump.csv" --peak --pool PTA
