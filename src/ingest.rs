@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use datafusion::arrow::array::{ArrayRef, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::parquet::file::metadata::SortingColumn;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -395,17 +396,20 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
         .map(|s| fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0))
         .sum();
     let builder = DatasetBuilder::create(&opts.output, opts.force)?;
+    // The sorts spill to disk past SORT_MEMORY_BYTES. One partition per sort (parsing already
+    // uses the cores), a fair pool, and a merge reservation large enough for wide rows (stacks)
+    // keep the external merge inside the budget.
     let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(SORT_MEMORY_BYTES, 1.0)
+        .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
         .build_arc()?;
+    let mut config = SessionConfig::new()
+        .with_target_partitions(1)
+        .with_batch_size(8192);
+    let exec = &mut config.options_mut().execution;
+    exec.sort_spill_reservation_bytes = SORT_MEMORY_BYTES / 8;
     // Read staging files back with the exact types they were written with (no Utf8View), so the
     // sorted output matches the table schemas.
-    let mut config = SessionConfig::new().with_target_partitions(2);
-    config
-        .options_mut()
-        .execution
-        .parquet
-        .schema_force_view_types = false;
+    exec.parquet.schema_force_view_types = false;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     let progress = if opts.progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let pb = ProgressBar::with_draw_target(Some(input_bytes), ProgressDrawTarget::stderr());
