@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use memq::engine::Engine;
 use memq::ingest::{ingest, IngestOptions};
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::rows;
 
 const SAMPLES: [&str; 4] = [
     "v1_smoke_multiproc_a",
@@ -89,31 +90,6 @@ async fn samples() -> Vec<Sample> {
         out.push(sample(name, &golden).await);
     }
     out
-}
-
-fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let opts = FormatOptions::default().with_null("NULL");
-    let mut rows = Vec::new();
-    for b in batches {
-        let fmts: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
-            .collect();
-        for r in 0..b.num_rows() {
-            rows.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
-        }
-    }
-    rows
-}
-
-async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
-    cells(
-        &engine
-            .query(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}")),
-    )
 }
 
 /// A single integer result; NULL (e.g. the SUM of no rows) reads as 0.

@@ -14,11 +14,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt64Type};
 use memq::engine::Engine;
 use memq::ingest::{ingest, IngestOptions};
 use serde_json::Value;
+
+mod common;
+use common::{query_json as query, Row};
 
 const SAMPLES: &[&str] = &[
     "v1_smoke_multiproc_a",
@@ -70,62 +71,6 @@ async fn open(input: &Path) -> Dataset {
         .await
         .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
     Dataset { _dir: dir, engine }
-}
-
-/// One result row: column name → JSON value (integers stay exact).
-type Row = BTreeMap<String, Value>;
-
-fn cell(a: &dyn Array, i: usize) -> Value {
-    if a.is_null(i) {
-        return Value::Null;
-    }
-    match a.data_type() {
-        DataType::Int64 => Value::from(a.as_primitive::<Int64Type>().value(i)),
-        DataType::Int32 => Value::from(a.as_primitive::<Int32Type>().value(i)),
-        DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(i)),
-        DataType::Float64 => Value::from(a.as_primitive::<Float64Type>().value(i)),
-        DataType::Boolean => Value::from(a.as_boolean().value(i)),
-        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
-        DataType::LargeUtf8 => Value::from(a.as_string::<i64>().value(i)),
-        DataType::Utf8View => Value::from(a.as_string_view().value(i)),
-        DataType::List(_) => {
-            let items = a.as_list::<i32>().value(i);
-            Value::Array((0..items.len()).map(|k| cell(items.as_ref(), k)).collect())
-        }
-        DataType::Struct(fields) => {
-            let st = a.as_struct();
-            Value::Object(
-                fields
-                    .iter()
-                    .zip(st.columns())
-                    .map(|(f, c)| (f.name().clone(), cell(c.as_ref(), i)))
-                    .collect(),
-            )
-        }
-        DataType::Dictionary(_, _) => {
-            let s = datafusion::arrow::compute::cast(&a.slice(i, 1), &DataType::Utf8).unwrap();
-            Value::from(s.as_string::<i32>().value(0))
-        }
-        other => panic!("test helper: unsupported type {other}"),
-    }
-}
-
-async fn query(engine: &Engine, sql: &str) -> Vec<Row> {
-    let batches: Vec<RecordBatch> = engine
-        .query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}\n{e}"));
-    let mut out = Vec::new();
-    for b in &batches {
-        for i in 0..b.num_rows() {
-            let mut row = Row::new();
-            for (f, c) in b.schema().fields().iter().zip(b.columns()) {
-                row.insert(f.name().clone(), cell(c.as_ref(), i));
-            }
-            out.push(row);
-        }
-    }
-    out
 }
 
 fn int(v: &Value) -> Option<i64> {
