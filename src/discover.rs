@@ -166,7 +166,7 @@ fn sniff(path: &Path) -> Option<String> {
 
 /// The kind of a file named directly: by extension, then by its first bytes.
 fn kind_of_file(path: &Path) -> Result<SourceKind> {
-    if has_ext(path, &["pickle", "pkl", "pk"]) {
+    if crate::snapshot::is_pickle(path) {
         return Ok(SourceKind::Snapshot);
     }
     if has_ext(path, &["db", "sqlite", "sqlite3"]) {
@@ -180,9 +180,6 @@ fn kind_of_file(path: &Path) -> Result<SourceKind> {
         .and_then(|mut f| f.read(&mut head))
         .map_err(|e| MemqError::io(path, e))?;
     let head = &head[..n];
-    if head.first() == Some(&0x80) {
-        return Ok(SourceKind::Snapshot);
-    }
     if head.starts_with(b"SQLite format 3\0") {
         return Ok(SourceKind::MemscopeDb);
     }

@@ -283,8 +283,3 @@ pub fn write_file(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> R
     }
     result.map(|_| rows)
 }
-
-/// Number of rows in batches.
-pub fn row_count(batches: &[RecordBatch]) -> usize {
-    batches.iter().map(|b| b.num_rows()).sum()
-}

@@ -32,10 +32,6 @@ impl TableDef {
                 .collect::<Vec<_>>(),
         ))
     }
-
-    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
-        self.columns.iter().find(|c| c.name == name)
-    }
 }
 
 /// Shorthand for declaring a nullable column.
