@@ -101,13 +101,24 @@ fn sorting_columns(def: &TableDef) -> Vec<SortingColumn> {
 
 struct Run {
     builder: DatasetBuilder,
-    ctx: SessionContext,
+    /// The DataFusion session that sorts and derives; made on first use (a snapshot-only
+    /// ingest never needs it).
+    ctx: Option<SessionContext>,
     /// Rows written per table, and the files.
     tables: Vec<TableEntry>,
     progress: ProgressBar,
 }
 
 impl Run {
+    fn ctx(&mut self) -> Result<SessionContext> {
+        if let Some(ctx) = &self.ctx {
+            return Ok(ctx.clone());
+        }
+        let ctx = sort_context()?;
+        self.ctx = Some(ctx.clone());
+        Ok(ctx)
+    }
+
     fn record(&mut self, table: &str, file: &Path, rows: u64) {
         let rel = file
             .strip_prefix(self.builder.root())
@@ -153,14 +164,14 @@ impl Run {
             dataset::writer_properties(Some(sorting_columns(def))),
         )?;
         if staging.exists() {
+            let ctx = self.ctx()?;
             let name = format!("staging_{idx}_{}", def.name);
-            self.ctx
-                .register_parquet(
-                    &name,
-                    staging.to_string_lossy().as_ref(),
-                    ParquetReadOptions::default(),
-                )
-                .await?;
+            ctx.register_parquet(
+                &name,
+                staging.to_string_lossy().as_ref(),
+                ParquetReadOptions::default(),
+            )
+            .await?;
             let order = def
                 .sort_order
                 .iter()
@@ -172,15 +183,14 @@ impl Run {
             } else {
                 ""
             };
-            let df = self
-                .ctx
+            let df = ctx
                 .sql(&format!("SELECT * FROM {name} ORDER BY {order}{tiebreak}"))
                 .await?;
             let mut stream = df.execute_stream().await?;
             while let Some(batch) = stream.next().await {
                 sink.write(&batch?)?;
             }
-            self.ctx.deregister_table(&name)?;
+            ctx.deregister_table(&name)?;
             fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
         }
         let rows = sink.close()?;
@@ -218,20 +228,19 @@ impl Run {
         events_file: &Path,
         ts_scale: i64,
     ) -> Result<()> {
+        let ctx = self.ctx()?;
         let name = format!("sorted_{idx}");
-        self.ctx
-            .register_parquet(
-                &name,
-                events_file.to_string_lossy().as_ref(),
-                // The file is in canonical order already: the pass below streams it unsorted.
-                ParquetReadOptions::default().file_sort_order(vec![vec![
-                    datafusion::prelude::col("ts").sort(true, false),
-                    datafusion::prelude::col("row_idx").sort(true, false),
-                ]]),
-            )
-            .await?;
-        let df = self
-            .ctx
+        ctx.register_parquet(
+            &name,
+            events_file.to_string_lossy().as_ref(),
+            // The file is in canonical order already: the pass below streams it unsorted.
+            ParquetReadOptions::default().file_sort_order(vec![vec![
+                datafusion::prelude::col("ts").sort(true, false),
+                datafusion::prelude::col("row_idx").sort(true, false),
+            ]]),
+        )
+        .await?;
+        let df = ctx
             .sql(&format!(
                 "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT') ORDER BY ts ASC NULLS LAST, row_idx"
             ))
@@ -253,7 +262,7 @@ impl Run {
                 blocks_sink.write(&deriver.take_blocks())?;
             }
         }
-        self.ctx.deregister_table(&name)?;
+        ctx.deregister_table(&name)?;
         let derived = deriver.finish();
         blocks_sink.write(&derived.blocks)?;
         blocks_sink.close()?;
@@ -287,6 +296,24 @@ impl Run {
         }
         Ok((rows, rejected))
     }
+}
+
+/// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
+/// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
+/// large enough for wide rows (stacks) keep the external merge inside the budget.
+fn sort_context() -> Result<SessionContext> {
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
+        .build_arc()?;
+    let mut config = SessionConfig::new()
+        .with_target_partitions(1)
+        .with_batch_size(8192);
+    let exec = &mut config.options_mut().execution;
+    exec.sort_spill_reservation_bytes = SORT_MEMORY_BYTES / 8;
+    // Read staging files back with the exact types they were written with (no Utf8View), so the
+    // sorted output matches the table schemas.
+    exec.parquet.schema_force_view_types = false;
+    Ok(SessionContext::new_with_config_rt(config, runtime))
 }
 
 /// A memscope dump read into an unsorted staging file (step 1 of its ingest).
@@ -344,8 +371,6 @@ fn parse_dumps(
     builder: &DatasetBuilder,
     progress: &ProgressBar,
 ) -> Result<Vec<Option<Result<ParsedDump>>>> {
-    let staging = builder.staging_dir()?;
-    let rejects = builder.table_dir("rejects")?;
     let work: Vec<usize> = (0..sources.len())
         .filter(|&i| {
             matches!(
@@ -354,6 +379,11 @@ fn parse_dumps(
             )
         })
         .collect();
+    if work.is_empty() {
+        return Ok((0..sources.len()).map(|_| None).collect());
+    }
+    let staging = builder.staging_dir()?;
+    let rejects = builder.table_dir("rejects")?;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: std::sync::Mutex<Vec<Option<Result<ParsedDump>>>> =
         std::sync::Mutex::new((0..sources.len()).map(|_| None).collect());
@@ -396,21 +426,6 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
         .map(|s| fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0))
         .sum();
     let builder = DatasetBuilder::create(&opts.output, opts.force)?;
-    // The sorts spill to disk past SORT_MEMORY_BYTES. One partition per sort (parsing already
-    // uses the cores), a fair pool, and a merge reservation large enough for wide rows (stacks)
-    // keep the external merge inside the budget.
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
-        .build_arc()?;
-    let mut config = SessionConfig::new()
-        .with_target_partitions(1)
-        .with_batch_size(8192);
-    let exec = &mut config.options_mut().execution;
-    exec.sort_spill_reservation_bytes = SORT_MEMORY_BYTES / 8;
-    // Read staging files back with the exact types they were written with (no Utf8View), so the
-    // sorted output matches the table schemas.
-    exec.parquet.schema_force_view_types = false;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
     let progress = if opts.progress && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         let pb = ProgressBar::with_draw_target(Some(input_bytes), ProgressDrawTarget::stderr());
         pb.set_style(
@@ -425,7 +440,7 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
     };
     let mut run = Run {
         builder,
-        ctx,
+        ctx: None,
         tables: all_tables()
             .iter()
             .map(|t| TableEntry {
