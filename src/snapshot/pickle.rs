@@ -108,6 +108,9 @@ struct Machine<'a> {
 
 impl<'a> Machine<'a> {
     fn new(data: &'a [u8]) -> Self {
+        // Every object costs at least two bytes of pickle, so these capacities are bounded by
+        // the file size and spare the vectors most of their regrowth copies.
+        let objects = data.len() / 8;
         Machine {
             data,
             pos: 0,
@@ -115,11 +118,11 @@ impl<'a> Machine<'a> {
             op: 0,
             stack: Vec::new(),
             marks: Vec::new(),
-            memo: Vec::new(),
+            memo: Vec::with_capacity(objects),
             memo_count: 0,
-            arena: Arena::default(),
-            placed: Vec::new(),
-            height: Vec::new(),
+            arena: Arena::with_capacity(objects),
+            placed: Vec::with_capacity(objects),
+            height: Vec::with_capacity(objects),
             protocol: 0,
             opcodes: 0,
             invalid_utf8: None,

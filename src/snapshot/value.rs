@@ -39,6 +39,13 @@ pub struct Arena {
 }
 
 impl Arena {
+    pub fn with_capacity(objects: usize) -> Arena {
+        Arena {
+            objects: Vec::with_capacity(objects),
+            offsets: Vec::with_capacity(objects),
+        }
+    }
+
     pub fn push(&mut self, object: Object, offset: u64) -> ObjId {
         self.objects.push(object);
         self.offsets.push(offset);
