@@ -29,6 +29,27 @@ struct LiveBlock {
     stack_py: Option<String>,
 }
 
+impl LiveBlock {
+    /// The block a MALLOC row starts (for a FREE row: its device, size and ids).
+    fn from_row(c: &EventCols, i: usize) -> LiveBlock {
+        LiveBlock {
+            device: c.device.value(i).to_string(),
+            device_index: c.device_index.is_valid(i).then(|| c.device_index.value(i)),
+            size: opt_i64(c.size, i),
+            owner: opt_str(c.owner, i).map(str::to_string),
+            allocation_id: opt_i64(c.allocation_id, i),
+            alloc_id: c.id.value(i),
+            alloc_ts: opt_i64(c.ts, i),
+            alloc_row: c.row_idx.value(i),
+            stock: c.shadow.value(i),
+            stack_py: opt_str(c.stack_py, i).map(str::to_string),
+        }
+    }
+}
+
+/// (pid, pool, ptr): several devices may share one key.
+type BlockKey = (Option<i64>, String, u64);
+
 /// How a block ended.
 struct BlockEnd<'a> {
     free_id: Option<i64>,
@@ -99,7 +120,7 @@ pub struct Deriver {
     source: String,
     ts_scale: i64,
     /// Live blocks by (pid, pool, ptr); several devices may share a key.
-    live: HashMap<(Option<i64>, String, u64), Vec<LiveBlock>>,
+    live: HashMap<BlockKey, Vec<LiveBlock>>,
     blocks: BlocksBuilder,
     oom: Vec<OomRow>,
     snaps: SnapshotsBuilder,
@@ -135,54 +156,38 @@ impl Deriver {
         }
     }
 
+    /// The block key of a MALLOC/FREE row: (pid, pool, ptr); `None` when the row has no Ptr.
+    fn key(c: &EventCols, i: usize) -> Option<BlockKey> {
+        (!c.ptr.is_null(i)).then(|| {
+            (
+                opt_i64(c.pid, i),
+                c.event_type.value(i).to_string(),
+                c.ptr.value(i),
+            )
+        })
+    }
+
     fn malloc(&mut self, c: &EventCols, i: usize) {
-        if c.ptr.is_null(i) {
-            return;
-        }
-        let key = (
-            opt_i64(c.pid, i),
-            c.event_type.value(i).to_string(),
-            c.ptr.value(i),
-        );
-        let device = c.device.value(i);
-        let ts = opt_i64(c.ts, i);
-        let new = LiveBlock {
-            device: device.to_string(),
-            device_index: c.device_index.is_valid(i).then(|| c.device_index.value(i)),
-            size: opt_i64(c.size, i),
-            owner: opt_str(c.owner, i).map(str::to_string),
-            allocation_id: opt_i64(c.allocation_id, i),
-            alloc_id: c.id.value(i),
-            alloc_ts: ts,
-            alloc_row: c.row_idx.value(i),
-            stock: c.shadow.value(i),
-            stack_py: opt_str(c.stack_py, i).map(str::to_string),
-        };
+        let Some(key) = Self::key(c, i) else { return };
+        let new = LiveBlock::from_row(c, i);
         let entries = self.live.entry(key.clone()).or_default();
         // Address reuse without a FREE: the old block ends where the new one starts.
-        if let Some(pos) = entries.iter().position(|b| b.device == device) {
+        if let Some(pos) = entries.iter().position(|b| b.device == new.device) {
             let old = entries.remove(pos);
             let end = BlockEnd {
                 free_id: None,
-                free_ts: ts,
+                free_ts: new.alloc_ts,
                 free_row: None,
                 kind: "replaced",
             };
             self.blocks
                 .append(&self.source, key.0, &key.1, key.2, &old, &end, true);
         }
-        self.live.entry(key).or_default().push(new);
+        entries.push(new);
     }
 
     fn free(&mut self, c: &EventCols, i: usize) {
-        if c.ptr.is_null(i) {
-            return;
-        }
-        let key = (
-            opt_i64(c.pid, i),
-            c.event_type.value(i).to_string(),
-            c.ptr.value(i),
-        );
+        let Some(key) = Self::key(c, i) else { return };
         let device = c.device.value(i);
         let free_has_device = c.device_index.is_valid(i) || device == "cpu";
         let end = BlockEnd {
@@ -209,16 +214,12 @@ impl Deriver {
             None => {
                 // FREE without MALLOC: a block allocated before collection (or a lost MALLOC).
                 let lone = LiveBlock {
-                    device: device.to_string(),
-                    device_index: c.device_index.is_valid(i).then(|| c.device_index.value(i)),
                     size: opt_i64(c.size, i).map(i64::abs),
                     owner: None,
-                    allocation_id: opt_i64(c.allocation_id, i),
-                    alloc_id: 0,
                     alloc_ts: None,
-                    alloc_row: 0,
                     stock: false,
                     stack_py: None,
+                    ..LiveBlock::from_row(c, i)
                 };
                 self.blocks
                     .append(&self.source, key.0, &key.1, key.2, &lone, &end, false);
