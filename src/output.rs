@@ -77,37 +77,56 @@ pub fn is_byte_column(name: &str, dt: &DataType) -> bool {
         ))
 }
 
+/// Replaces the columns `pick` selects with text columns made by `to_text`.
+fn columns_as_text(
+    batch: &RecordBatch,
+    pick: impl Fn(&datafusion::arrow::datatypes::Field) -> bool,
+    to_text: impl Fn(&ArrayRef) -> Result<datafusion::arrow::array::StringArray>,
+) -> Result<RecordBatch> {
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| pick(f)) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (f, c) in schema.fields().iter().zip(batch.columns()) {
+        if pick(f) {
+            fields.push(Field::new(f.name(), DataType::Utf8, true));
+            columns.push(Arc::new(to_text(c)?));
+        } else {
+            fields.push(f.as_ref().clone());
+            columns.push(c.clone());
+        }
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
 /// Rewrites byte columns as human-readable text (for table display only).
 fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
     use datafusion::arrow::compute::cast;
-    use datafusion::arrow::datatypes::{Field, Int64Type, Schema};
-    use std::sync::Arc;
-    let mut out = Vec::new();
-    for b in batches {
-        let schema = b.schema();
-        let mut fields = Vec::new();
-        let mut columns: Vec<ArrayRef> = Vec::new();
-        for (f, c) in schema.fields().iter().zip(b.columns()) {
-            if is_byte_column(f.name(), f.data_type()) {
-                let ints = cast(c, &DataType::Int64)?;
-                let ints = ints.as_primitive::<Int64Type>();
-                let text: datafusion::arrow::array::StringArray = ints
-                    .iter()
-                    .map(|v| v.map(crate::engine::udf::format_bytes))
-                    .collect();
-                fields.push(Field::new(f.name(), DataType::Utf8, true));
-                columns.push(Arc::new(text));
-            } else {
-                fields.push(f.as_ref().clone());
-                columns.push(c.clone());
-            }
-        }
-        out.push(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns,
-        )?);
-    }
-    Ok(out)
+    use datafusion::arrow::datatypes::Int64Type;
+    batches
+        .iter()
+        .map(|b| {
+            columns_as_text(
+                b,
+                |f| is_byte_column(f.name(), f.data_type()),
+                |c| {
+                    let ints = cast(c, &DataType::Int64)?;
+                    Ok(ints
+                        .as_primitive::<Int64Type>()
+                        .iter()
+                        .map(|v| v.map(crate::engine::udf::format_bytes))
+                        .collect())
+                },
+            )
+        })
+        .collect()
 }
 
 /// Renders batches in `format`.
@@ -173,32 +192,17 @@ pub fn render(
 /// CSV cannot hold lists or structs: such columns are written as their display text
 /// (`[a, b]`, `{k: v}`).
 fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch> {
-    use datafusion::arrow::datatypes::{Field, Schema};
-    use std::sync::Arc;
-    let schema = batch.schema();
-    if !schema.fields().iter().any(|f| f.data_type().is_nested()) {
-        return Ok(batch.clone());
-    }
     let opts = options();
-    let mut fields = Vec::new();
-    let mut columns: Vec<ArrayRef> = Vec::new();
-    for (f, c) in schema.fields().iter().zip(batch.columns()) {
-        if f.data_type().is_nested() {
+    columns_as_text(
+        batch,
+        |f| f.data_type().is_nested(),
+        |c| {
             let fmt = ArrayFormatter::try_new(c.as_ref(), &opts)?;
-            let text: datafusion::arrow::array::StringArray = (0..c.len())
+            Ok((0..c.len())
                 .map(|i| (!c.is_null(i)).then(|| fmt.value(i).to_string()))
-                .collect();
-            fields.push(Field::new(f.name(), DataType::Utf8, true));
-            columns.push(Arc::new(text));
-        } else {
-            fields.push(f.as_ref().clone());
-            columns.push(c.clone());
-        }
-    }
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns,
-    )?)
+                .collect())
+        },
+    )
 }
 
 fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
