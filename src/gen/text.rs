@@ -100,6 +100,22 @@ fn py_frames(frames: &[(&str, u32, &str)]) -> String {
     s
 }
 
+/// The two innermost frames of every driver allocation: the hook and the runtime's call.
+const DRIVER_ALLOC: [(&str, &str, u32, u64); 2] = [
+    (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
+    (
+        LIB_RUNTIME,
+        "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
+        0x1d4,
+        0xffff_97b6_c1d4,
+    ),
+];
+
+/// A C stack that starts with the driver allocation frames, then `callers`.
+fn driver_frames(callers: &[(&str, &str, u32, u64)]) -> String {
+    c_frames(&[&DRIVER_ALLOC[..], callers].concat())
+}
+
 fn c_frames(frames: &[(&str, &str, u32, u64)]) -> String {
     let mut s = String::new();
     for (lib, sym, off, addr) in frames {
@@ -218,14 +234,7 @@ pub fn stack_table() -> Vec<String> {
             0xffff_88f1_a1b8,
         ),
     ]);
-    t[stk::C_HAL_APP as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (
-            LIB_RUNTIME,
-            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
-            0x1d4,
-            0xffff_97b6_c1d4,
-        ),
+    t[stk::C_HAL_APP as usize] = driver_frames(&[
         (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
         (
             LIB_TORCH_NPU,
@@ -234,14 +243,7 @@ pub fn stack_table() -> Vec<String> {
             0xffff_8e3a_1150,
         ),
     ]);
-    t[stk::C_HCCL as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (
-            LIB_RUNTIME,
-            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
-            0x1d4,
-            0xffff_97b6_c1d4,
-        ),
+    t[stk::C_HCCL as usize] = driver_frames(&[
         (LIB_ACL, "aclrtMalloc", 0x44, 0xffff_9a31_b044),
         (
             LIB_HCCL,
@@ -250,14 +252,7 @@ pub fn stack_table() -> Vec<String> {
             0xffff_91d2_a210,
         ),
     ]);
-    t[stk::C_OOM as usize] = c_frames(&[
-        (LIB_HOOK, "halMemAlloc", 0x8c, 0xffff_9c2b_18ac),
-        (
-            LIB_RUNTIME,
-            "_ZN3cce7runtime9NpuDriver11DevMemAllocEPPvmjj",
-            0x1d4,
-            0xffff_97b6_c1d4,
-        ),
+    t[stk::C_OOM as usize] = driver_frames(&[
         (LIB_ACL, "aclrtMallocAlign32", 0x4c, 0xffff_9a31_c04c),
         (
             LIB_TORCH_NPU,
