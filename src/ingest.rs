@@ -133,21 +133,36 @@ impl Run {
 
     /// Writes one batch as the whole file of `table` for source `idx`.
     fn write_table(&mut self, def: &TableDef, idx: usize, batch: &RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
-            return Ok(());
+        self.write_tables(idx, &[(def, batch)])
+    }
+
+    /// Writes each batch as the whole file of its table for source `idx`, the files in
+    /// parallel (Parquet encoding and compression are the costly part of a small source).
+    fn write_tables(&mut self, idx: usize, tables: &[(&TableDef, &RecordBatch)]) -> Result<()> {
+        let mut files = Vec::new();
+        for (def, batch) in tables {
+            if batch.num_rows() > 0 {
+                let dir = self.builder.table_dir(def.name)?;
+                files.push((*def, *batch, dir.join(format!("{idx:04}.parquet"))));
+            }
         }
-        let path = self
-            .builder
-            .table_dir(def.name)?
-            .join(format!("{idx:04}.parquet"));
-        let mut sink = ParquetSink::create_with(
-            &path,
-            def.schema(),
-            dataset::writer_properties(Some(sorting_columns(def))),
-        )?;
-        sink.write(batch)?;
-        let rows = sink.close()?;
-        self.record(def.name, &path, rows);
+        let written: Vec<Result<u64>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = files
+                .iter()
+                .map(|(def, batch, path)| scope.spawn(move || write_parquet(def, batch, path)))
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| {
+                    thread.join().unwrap_or_else(|_| {
+                        Err(MemqError::Query("a writer thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        for ((def, _, path), rows) in files.iter().zip(written) {
+            self.record(def.name, path, rows?);
+        }
         Ok(())
     }
 
@@ -301,6 +316,17 @@ impl Run {
 /// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
 /// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
 /// large enough for wide rows (stacks) keep the external merge inside the budget.
+/// One batch as a whole Parquet file in the table's declared sort order; returns its rows.
+fn write_parquet(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result<u64> {
+    let mut sink = ParquetSink::create_with(
+        path,
+        def.schema(),
+        dataset::writer_properties(Some(sorting_columns(def))),
+    )?;
+    sink.write(batch)?;
+    sink.close()
+}
+
 fn sort_context() -> Result<SessionContext> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
@@ -473,15 +499,20 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
                 )
             }
             SourceKind::Snapshot => {
-                let mut rows = 0;
-                for (table, batch) in crate::snapshot::read_snapshot(&source.path, &source.name)? {
-                    let def = all_tables()
-                        .into_iter()
-                        .find(|t| t.name == table)
-                        .ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
-                    rows += batch.num_rows() as u64;
-                    run.write_table(&def, idx, &batch)?;
-                }
+                let batches = crate::snapshot::read_snapshot(&source.path, &source.name)?;
+                let defs = crate::snapshot::schema::tables();
+                let tables = batches
+                    .iter()
+                    .map(|(table, batch)| {
+                        let def = defs
+                            .iter()
+                            .find(|t| t.name == *table)
+                            .ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
+                        Ok((def, batch))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                run.write_tables(idx, &tables)?;
+                let rows = batches.iter().map(|(_, b)| b.num_rows() as u64).sum();
                 (rows, 0, None, None)
             }
             _ => {

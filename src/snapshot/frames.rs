@@ -4,36 +4,38 @@
 //! Snapshots share frame dicts and frame lists heavily through the memo (snapshot-format.md
 //! §2.3), so both are looked up by object identity first: each shared object is read once.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+
+use foldhash::HashMap;
 
 use super::json::{BudgetExceeded, Json};
-use super::value::{a, Arena, ObjId, Object, Value};
+use super::value::{a, Arena, Object, Value};
 
-/// One frame, as the key that makes two frames the same.
+/// One frame, as the key that makes two frames the same; text borrows from the decoded pickle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Frame {
+pub enum Frame<'a> {
     /// A dict frame (the real format): `name`, `filename`, `line`, other keys as JSON.
     Fields {
-        name: Option<String>,
-        filename: Option<String>,
+        name: Option<&'a str>,
+        filename: Option<&'a str>,
         line: Option<i128>,
         extra_json: Option<String>,
     },
-    /// A text frame, kept verbatim.
-    Text(String),
+    /// A text frame, kept verbatim (or the JSON text of a frame that is neither dict nor text).
+    Text(Cow<'a, str>),
 }
 
-impl Frame {
+impl<'a> Frame<'a> {
     pub fn name(&self) -> Option<&str> {
         match self {
-            Frame::Fields { name, .. } => name.as_deref(),
-            Frame::Text(text) => Some(split_text(text).map_or(text.as_str(), |(_, _, name)| name)),
+            Frame::Fields { name, .. } => *name,
+            Frame::Text(text) => Some(split_text(text).map_or(text.as_ref(), |(_, _, name)| name)),
         }
     }
 
     pub fn filename(&self) -> Option<&str> {
         match self {
-            Frame::Fields { filename, .. } => filename.as_deref(),
+            Frame::Fields { filename, .. } => *filename,
             Frame::Text(text) => split_text(text).map(|(filename, _, _)| filename),
         }
     }
@@ -71,26 +73,42 @@ fn split_text(text: &str) -> Option<(&str, &str, &str)> {
     })
 }
 
+/// In the per-object tables: the object was not seen yet.
+const UNSEEN: u32 = u32::MAX;
+
 /// All stacks of one snapshot.
-#[derive(Default)]
-pub struct Stacks {
-    /// Frame-list object → its stack id (`None` for an empty list).
-    by_list: HashMap<ObjId, Option<i64>>,
-    /// Frame object (dict or string) → index into `frames`.
-    by_frame_object: HashMap<ObjId, usize>,
-    by_frame: HashMap<Frame, usize>,
-    frames: Vec<Frame>,
-    by_content: HashMap<Vec<usize>, i64>,
+pub struct Stacks<'a> {
+    /// Per object of the arena, when it was read as a frame list: its stack id, 0 for an empty
+    /// list, [`UNSEEN`] otherwise. Dense tables, since a real snapshot looks up about a million
+    /// shared frames.
+    by_list: Vec<u32>,
+    /// Per object, when it was read as a frame (dict or string): its index into `frames`.
+    by_frame_object: Vec<u32>,
+    by_frame: HashMap<Frame<'a>, u32>,
+    frames: Vec<Frame<'a>>,
+    by_content: HashMap<Vec<u32>, u32>,
     /// Frame indexes of each stack, innermost first; stack id = position + 1.
-    stacks: Vec<Vec<usize>>,
+    stacks: Vec<Vec<u32>>,
 }
 
-impl Stacks {
+impl<'a> Stacks<'a> {
+    /// The stacks of a snapshot decoded into `arena`.
+    pub fn new(arena: &Arena<'_>) -> Stacks<'a> {
+        Stacks {
+            by_list: vec![UNSEEN; arena.len()],
+            by_frame_object: vec![UNSEEN; arena.len()],
+            by_frame: HashMap::default(),
+            frames: Vec::new(),
+            by_content: HashMap::default(),
+            stacks: Vec::new(),
+        }
+    }
+
     /// The stack id of a frame list; `None` for a missing, `None` or empty list. Anything odd is
     /// described in `problems`.
     pub fn intern(
         &mut self,
-        arena: &Arena,
+        arena: &'a Arena<'_>,
         json: &mut Json,
         frames: Value,
         problems: &mut Vec<String>,
@@ -104,82 +122,84 @@ impl Stacks {
             }
             return Ok(None);
         };
-        if let Some(&stack_id) = self.by_list.get(&list) {
-            return Ok(stack_id);
+        let known = self.by_list[list];
+        if known != UNSEEN {
+            return Ok((known != 0).then_some(i64::from(known)));
         }
         let mut content = Vec::with_capacity(items.len());
         for &frame in items {
             content.push(self.frame(arena, json, frame, problems)?);
         }
         let stack_id = if content.is_empty() {
-            None
+            0
         } else if let Some(&stack_id) = self.by_content.get(&content) {
-            Some(stack_id)
+            stack_id
         } else {
             self.stacks.push(content.clone());
-            let stack_id = self.stacks.len() as i64;
+            let stack_id = self.stacks.len() as u32;
             self.by_content.insert(content, stack_id);
-            Some(stack_id)
+            stack_id
         };
-        self.by_list.insert(list, stack_id);
-        Ok(stack_id)
+        self.by_list[list] = stack_id;
+        Ok((stack_id != 0).then_some(i64::from(stack_id)))
     }
 
     fn frame(
         &mut self,
-        arena: &Arena,
+        arena: &'a Arena<'_>,
         json: &mut Json,
         value: Value,
         problems: &mut Vec<String>,
-    ) -> Result<usize, BudgetExceeded> {
+    ) -> Result<u32, BudgetExceeded> {
         if let Value::Obj(id) = value {
-            if let Some(&index) = self.by_frame_object.get(&id) {
-                return Ok(index);
+            let known = self.by_frame_object[id];
+            if known != UNSEEN {
+                return Ok(known);
             }
         }
         let frame = match arena.object(value) {
             Some(Object::Dict(items)) => fields(arena, json, items, problems)?,
-            Some(Object::Str(text)) => Frame::Text(text.clone()),
+            Some(Object::Str(text)) => Frame::Text(Cow::Borrowed(text.as_ref())),
             _ => {
                 problems.push(format!(
                     "a frame is {}; kept as its JSON text",
                     a(arena.type_name(value))
                 ));
-                Frame::Text(json.value(arena, value)?)
+                Frame::Text(Cow::Owned(json.value(arena, value)?))
             }
         };
         let index = match self.by_frame.get(&frame) {
             Some(&index) => index,
             None => {
+                let index = self.frames.len() as u32;
                 self.frames.push(frame.clone());
-                self.by_frame.insert(frame, self.frames.len() - 1);
-                self.frames.len() - 1
+                self.by_frame.insert(frame, index);
+                index
             }
         };
         if let Value::Obj(id) = value {
-            self.by_frame_object.insert(id, index);
+            self.by_frame_object[id] = index;
         }
         Ok(index)
     }
 
     /// Every frame of every stack: (stack id, depth, frame), by stack id then depth.
-    pub fn rows(&self) -> impl Iterator<Item = (i64, i64, &Frame)> {
+    pub fn rows(&self) -> impl Iterator<Item = (i64, i64, &Frame<'a>)> {
         self.stacks.iter().enumerate().flat_map(move |(i, stack)| {
-            stack
-                .iter()
-                .enumerate()
-                .map(move |(depth, &frame)| (i as i64 + 1, depth as i64, &self.frames[frame]))
+            stack.iter().enumerate().map(move |(depth, &frame)| {
+                (i as i64 + 1, depth as i64, &self.frames[frame as usize])
+            })
         })
     }
 }
 
 /// A dict frame.
-fn fields(
-    arena: &Arena,
+fn fields<'a>(
+    arena: &'a Arena<'_>,
     json: &mut Json,
     items: &[(Value, Value)],
     problems: &mut Vec<String>,
-) -> Result<Frame, BudgetExceeded> {
+) -> Result<Frame<'a>, BudgetExceeded> {
     let (mut name, mut filename, mut line) = (None, None, None);
     let mut extra = Vec::new();
     for &(key, value) in items {
@@ -215,13 +235,13 @@ fn fields(
     })
 }
 
-fn frame_text(
-    arena: &Arena,
+fn frame_text<'a>(
+    arena: &'a Arena<'_>,
     key: &str,
     value: Value,
     problems: &mut Vec<String>,
-) -> Option<String> {
-    let text = arena.str(value).map(str::to_string);
+) -> Option<&'a str> {
+    let text = arena.str(value);
     if text.is_none() && value != Value::None {
         problems.push(format!(
             "a frame's {key} is {}; ignored",

@@ -66,7 +66,7 @@ impl Json {
                 Object::Str(s) => write_str(out, s),
                 Object::Bytes(bytes) => {
                     out.push('"');
-                    for b in bytes {
+                    for b in bytes.iter() {
                         let _ = write!(out, "{b:02x}");
                     }
                     out.push('"');

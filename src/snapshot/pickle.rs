@@ -11,6 +11,8 @@
 //! container already placed. Nesting is limited to [`MAX_DEPTH`] levels, so code that walks the
 //! result recursively is safe.
 
+use std::borrow::Cow;
+
 use super::opcode as op;
 use super::value::{a, Arena, ObjId, Object, Value};
 
@@ -25,8 +27,8 @@ const PREVIEW_BYTES: usize = 48;
 
 /// A decoded pickle.
 #[derive(Debug)]
-pub struct Decoded {
-    pub arena: Arena,
+pub struct Decoded<'a> {
+    pub arena: Arena<'a>,
     pub root: Value,
     /// The protocol named by the header.
     pub protocol: u8,
@@ -42,7 +44,7 @@ pub struct DecodeError {
 }
 
 /// Decodes a whole pickle held in memory.
-pub fn decode(data: &[u8]) -> Result<Decoded, DecodeError> {
+pub fn decode(data: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     if data.first() != Some(&op::PROTO) {
         return Err(DecodeError {
             offset: 0,
@@ -95,7 +97,7 @@ struct Machine<'a> {
     /// Memo slots by index; `memo_count` is the number of filled slots (Python's `len(memo)`).
     memo: Vec<Option<Value>>,
     memo_count: usize,
-    arena: Arena,
+    arena: Arena<'a>,
     /// Per object: it has been placed inside a container, so it may no longer be modified.
     placed: Vec<bool>,
     /// Per object: nesting height (0 for strings and bytes, 1 + deepest item for containers).
@@ -129,7 +131,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn run(mut self) -> Result<Decoded, DecodeError> {
+    fn run(mut self) -> Result<Decoded<'a>, DecodeError> {
         while let Some(&byte) = self.data.get(self.pos) {
             self.at = self.pos;
             self.op = byte;
@@ -146,7 +148,7 @@ impl<'a> Machine<'a> {
         })
     }
 
-    fn finish(mut self) -> Result<Decoded, DecodeError> {
+    fn finish(mut self) -> Result<Decoded<'a>, DecodeError> {
         let root = self.pop()?;
         if !self.stack.is_empty() || !self.marks.is_empty() {
             return Err(self.error(format!(
@@ -208,11 +210,12 @@ impl<'a> Machine<'a> {
                 if self.stack.len() > self.frame_start() {
                     self.stack.pop();
                 } else {
-                    self.pop_mark()?;
+                    self.mark_start()?;
                 }
             }
             op::POP_MARK => {
-                self.pop_mark()?;
+                let start = self.mark_start()?;
+                self.stack.truncate(start);
             }
             op::DUP => {
                 let top = self.top()?;
@@ -291,15 +294,15 @@ impl<'a> Machine<'a> {
             }
             op::SHORT_BINBYTES => {
                 let bytes = self.sized(1)?;
-                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+                self.push_object(Object::Bytes(bytes), 0);
             }
             op::BINBYTES => {
                 let bytes = self.sized(4)?;
-                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+                self.push_object(Object::Bytes(bytes), 0);
             }
             op::BINBYTES8 | op::BYTEARRAY8 => {
                 let bytes = self.sized(8)?;
-                self.push_object(Object::Bytes(bytes.to_vec()), 0);
+                self.push_object(Object::Bytes(bytes), 0);
             }
 
             op::EMPTY_TUPLE => self.push_object(Object::Tuple(Vec::new()), 1),
@@ -307,44 +310,44 @@ impl<'a> Machine<'a> {
             op::TUPLE2 => self.tuple_of_top(2)?,
             op::TUPLE3 => self.tuple_of_top(3)?,
             op::TUPLE => {
-                let items = self.pop_mark()?;
-                let height = self.place(&items)?;
+                let (items, height) = self.take_from_mark()?;
                 self.push_object(Object::Tuple(items), height);
             }
             op::EMPTY_LIST => self.push_object(Object::List(Vec::new()), 1),
             op::LIST => {
-                let items = self.pop_mark()?;
-                let height = self.place(&items)?;
+                let (items, height) = self.take_from_mark()?;
                 self.push_object(Object::List(items), height);
             }
             op::APPEND => {
-                let item = self.pop()?;
-                self.add_items(vec![item])?;
+                if self.stack.len() < self.frame_start() + 1 {
+                    return Err(self.error("finds the stack empty (stack underflow)"));
+                }
+                self.add_items_from(self.stack.len() - 1)?;
             }
             op::APPENDS | op::ADDITEMS => {
-                let items = self.pop_mark()?;
-                self.add_items(items)?;
+                let start = self.mark_start()?;
+                self.add_items_from(start)?;
             }
             op::EMPTY_DICT => self.push_object(Object::Dict(Vec::new()), 1),
             op::DICT => {
-                let items = self.pop_mark()?;
-                let height = self.place(&items)?;
-                let pairs = self.pairs(items)?;
+                let start = self.mark_start()?;
+                let height = self.place_from(start)?;
+                let pairs = self.pairs_from(start)?;
                 self.push_object(Object::Dict(pairs), height);
             }
             op::SETITEM => {
-                let value = self.pop()?;
-                let key = self.pop()?;
-                self.add_items(vec![key, value])?;
+                if self.stack.len() < self.frame_start() + 2 {
+                    return Err(self.error("finds too few values on the stack (stack underflow)"));
+                }
+                self.add_items_from(self.stack.len() - 2)?;
             }
             op::SETITEMS => {
-                let items = self.pop_mark()?;
-                self.add_items(items)?;
+                let start = self.mark_start()?;
+                self.add_items_from(start)?;
             }
             op::EMPTY_SET => self.push_object(Object::Set(Vec::new()), 1),
             op::FROZENSET => {
-                let items = self.pop_mark()?;
-                let height = self.place(&items)?;
+                let (items, height) = self.take_from_mark()?;
                 self.push_object(Object::Set(items), height);
             }
 
@@ -412,6 +415,8 @@ impl<'a> Machine<'a> {
     }
 
     /// An error at the current opcode, naming it.
+    #[cold]
+    #[inline(never)]
     fn error(&self, reason: impl std::fmt::Display) -> DecodeError {
         DecodeError {
             offset: self.at as u64,
@@ -425,24 +430,39 @@ impl<'a> Machine<'a> {
 
     // Reading operands.
 
+    #[inline]
     fn take(&mut self, length: usize) -> Result<&'a [u8], DecodeError> {
         let left = self.data.len() - self.pos;
         if length > left {
-            return Err(self.error(format!(
-                "needs {length} bytes but only {left} remain (truncated)"
-            )));
+            return Err(self.truncated(length, left));
         }
         let bytes = &self.data[self.pos..self.pos + length];
         self.pos += length;
         Ok(bytes)
     }
 
-    /// A little-endian unsigned integer of `width` bytes (at most 8).
+    #[cold]
+    fn truncated(&self, length: usize, left: usize) -> DecodeError {
+        self.error(format!(
+            "needs {length} bytes but only {left} remain (truncated)"
+        ))
+    }
+
+    /// A little-endian unsigned integer of `width` bytes (1, 2, 4 or 8: every call passes a
+    /// constant, so each becomes a single load).
+    #[inline]
     fn uint(&mut self, width: usize) -> Result<u64, DecodeError> {
         let bytes = self.take(width)?;
-        let mut le = [0u8; 8];
-        le[..width].copy_from_slice(bytes);
-        Ok(u64::from_le_bytes(le))
+        Ok(match *bytes {
+            [b0] => b0.into(),
+            [b0, b1] => u16::from_le_bytes([b0, b1]).into(),
+            [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]).into(),
+            _ => {
+                let mut le = [0u8; 8];
+                le[..width].copy_from_slice(bytes);
+                u64::from_le_bytes(le)
+            }
+        })
     }
 
     /// A length prefix of `width` bytes followed by that many bytes.
@@ -524,12 +544,19 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// The values above the innermost MARK, removing the MARK.
-    fn pop_mark(&mut self) -> Result<Vec<Value>, DecodeError> {
+    /// Removes the innermost MARK and returns where its values start on the stack.
+    fn mark_start(&mut self) -> Result<usize, DecodeError> {
         match self.marks.pop() {
-            Some(start) => Ok(self.stack.split_off(start)),
+            Some(start) => Ok(start),
             None => Err(self.error("finds no MARK (stack underflow)")),
         }
+    }
+
+    /// The values above the innermost MARK, placed in a new container, and its height.
+    fn take_from_mark(&mut self) -> Result<(Vec<Value>, u16), DecodeError> {
+        let start = self.mark_start()?;
+        let height = self.place_from(start)?;
+        Ok((self.stack.split_off(start), height))
     }
 
     fn push_int(&mut self, value: i128) {
@@ -539,19 +566,19 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn push_str(&mut self, bytes: &[u8]) {
+    fn push_str(&mut self, bytes: &'a [u8]) {
         let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text.to_string(),
+            Ok(text) => Cow::Borrowed(text),
             Err(_) => {
                 let (count, first) = self.invalid_utf8.unwrap_or((0, self.at));
                 self.invalid_utf8 = Some((count + 1, first));
-                String::from_utf8_lossy(bytes).into_owned()
+                String::from_utf8_lossy(bytes)
             }
         };
         self.push_object(Object::Str(text), 0);
     }
 
-    fn push_object(&mut self, object: Object, height: u16) {
+    fn push_object(&mut self, object: Object<'a>, height: u16) {
         let id = self.arena.push(object, self.at as u64);
         self.placed.push(false);
         self.height.push(height);
@@ -560,11 +587,11 @@ impl<'a> Machine<'a> {
 
     // Containers.
 
-    /// Marks values as placed inside a container and returns the height of a container
-    /// holding them, refusing nesting beyond [`MAX_DEPTH`].
-    fn place(&mut self, items: &[Value]) -> Result<u16, DecodeError> {
+    /// Marks the stack's values from `start` up as placed inside a container and returns the
+    /// height of a container holding them, refusing nesting beyond [`MAX_DEPTH`].
+    fn place_from(&mut self, start: usize) -> Result<u16, DecodeError> {
         let mut height = 1;
-        for item in items {
+        for item in &self.stack[start..] {
             if let Value::Obj(id) = *item {
                 self.placed[id] = true;
                 height = height.max(self.height[id] + 1);
@@ -580,32 +607,43 @@ impl<'a> Machine<'a> {
         if self.stack.len() < self.frame_start() + count {
             return Err(self.error("finds too few values on the stack (stack underflow)"));
         }
-        let items = self.stack.split_off(self.stack.len() - count);
-        let height = self.place(&items)?;
+        let start = self.stack.len() - count;
+        let height = self.place_from(start)?;
+        let items = self.stack.split_off(start);
         self.push_object(Object::Tuple(items), height);
         Ok(())
     }
 
-    fn pairs(&self, items: Vec<Value>) -> Result<Vec<(Value, Value)>, DecodeError> {
-        if !items.len().is_multiple_of(2) {
-            return Err(self.error(format!(
-                "has an odd number of values ({}) for key/value pairs",
-                items.len()
-            )));
-        }
-        let mut pairs = Vec::with_capacity(items.len() / 2);
-        let mut items = items.into_iter();
-        while let (Some(key), Some(value)) = (items.next(), items.next()) {
-            pairs.push((key, value));
-        }
+    /// The stack's values from `start` up as the key/value pairs of a new dict.
+    fn pairs_from(&mut self, start: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
+        self.check_pairs(start)?;
+        let pairs = self.stack[start..]
+            .chunks_exact(2)
+            .map(|pair| (pair[0], pair[1]))
+            .collect();
+        self.stack.truncate(start);
         Ok(pairs)
     }
 
-    /// APPEND(S), SETITEM(S), ADDITEMS: adds items to the list, dict or set on top of the stack.
-    fn add_items(&mut self, items: Vec<Value>) -> Result<(), DecodeError> {
-        let target = self.top()?;
+    fn check_pairs(&self, start: usize) -> Result<(), DecodeError> {
+        let count = self.stack.len() - start;
+        if !count.is_multiple_of(2) {
+            return Err(self.error(format!(
+                "has an odd number of values ({count}) for key/value pairs"
+            )));
+        }
+        Ok(())
+    }
+
+    /// APPEND(S), SETITEM(S), ADDITEMS: moves the stack's values from `start` up into the list,
+    /// dict or set just below them.
+    fn add_items_from(&mut self, start: usize) -> Result<(), DecodeError> {
+        if start <= self.frame_start() {
+            return Err(self.error("finds the stack empty (stack underflow)"));
+        }
+        let target = self.stack[start - 1];
         let id = self.container(target)?;
-        let height = self.place(&items)?;
+        let height = self.place_from(start)?;
         if self.placed[id] {
             return Err(self.error(format!(
                 "modifies a {} that is already inside another container or itself (cyclic \
@@ -615,13 +653,17 @@ impl<'a> Machine<'a> {
         }
         self.height[id] = self.height[id].max(height);
         if matches!(self.arena.get(id), Object::Dict(_)) {
-            let pairs = self.pairs(items)?;
-            if let Object::Dict(entries) = self.arena.get_mut(id) {
-                entries.extend(pairs);
-            }
-        } else if let Object::List(list) | Object::Set(list) = self.arena.get_mut(id) {
-            list.extend(items);
+            self.check_pairs(start)?;
         }
+        let items = &self.stack[start..];
+        match self.arena.get_mut(id) {
+            Object::Dict(entries) => {
+                entries.extend(items.chunks_exact(2).map(|pair| (pair[0], pair[1])))
+            }
+            Object::List(list) | Object::Set(list) => list.extend_from_slice(items),
+            _ => {}
+        }
+        self.stack.truncate(start);
         Ok(())
     }
 
@@ -682,8 +724,10 @@ mod tests {
         [b"\x80\x04".as_slice(), body, b"."].concat()
     }
 
-    fn decode_ok(body: &[u8]) -> Decoded {
-        decode(&pickle(body)).unwrap_or_else(|e| panic!("{e:?}"))
+    /// Decodes `body`; the bytes are leaked so the result may borrow them (tests only).
+    fn decode_ok(body: &[u8]) -> Decoded<'static> {
+        let data: &'static [u8] = Box::leak(pickle(body).into_boxed_slice());
+        decode(data).unwrap_or_else(|e| panic!("{e:?}"))
     }
 
     fn decode_err(body: &[u8]) -> DecodeError {
@@ -691,7 +735,7 @@ mod tests {
     }
 
     /// The items of the list at the root.
-    fn root_items(decoded: &Decoded) -> &[Value] {
+    fn root_items<'d>(decoded: &'d Decoded<'_>) -> &'d [Value] {
         decoded.arena.sequence(decoded.root).expect("a list")
     }
 
@@ -730,7 +774,7 @@ mod tests {
         let bytes: Vec<_> = items[7..]
             .iter()
             .map(|v| match arena.object(*v) {
-                Some(Object::Bytes(bytes)) => bytes.clone(),
+                Some(Object::Bytes(bytes)) => bytes.to_vec(),
                 other => panic!("{other:?}"),
             })
             .collect();
@@ -859,10 +903,28 @@ mod tests {
             b"(N1t",
             b"2",
             b"\x94",
+            b"s",
+            b"Ns",
+            b"}Ns",
+            b"u",
+            b"N(Na",
         ] {
             let err = decode_err(body);
             assert!(err.reason.contains("underflow"), "{body:?}: {}", err.reason);
         }
+        // A value below a MARK is out of reach of the opcodes above it.
+        let err = decode_err(b"}(Nu");
+        assert!(
+            err.reason.contains("odd number of values (1)"),
+            "{}",
+            err.reason
+        );
+        let err = decode_err(b"(Nd");
+        assert!(
+            err.reason.contains("odd number of values (1)"),
+            "{}",
+            err.reason
+        );
         let err = decode(b"\x80\x04.").expect_err("STOP on an empty stack");
         assert!(err.reason.contains("underflow"), "{}", err.reason);
     }
@@ -942,7 +1004,8 @@ mod tests {
     #[test]
     fn accepts_protocols_2_to_5_only() {
         for version in 2..=5u8 {
-            let decoded = decode(&[0x80, version, b'N', b'.']).expect("supported");
+            let data = [0x80, version, b'N', b'.'];
+            let decoded = decode(&data).expect("supported");
             assert_eq!(decoded.protocol, version);
         }
         for version in [0u8, 1, 6] {

@@ -7,7 +7,6 @@
 //! silently skipped. A dict or list reached twice through the memo would repeat its rows, so it
 //! is refused: the number of rows stays bounded by the size of the file.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use crate::error::{Location, MemqError, Result};
@@ -79,25 +78,39 @@ pub struct InfoRow {
     pub value_type: &'static str,
 }
 
-/// The rows of every snapshot table.
-#[derive(Default)]
-pub struct Rows {
+/// The rows of every snapshot table; frame text borrows from the decoded pickle.
+pub struct Rows<'a> {
     pub segments: Vec<SegmentRow>,
     pub blocks: Vec<BlockRow>,
     pub traces: Vec<TraceRow>,
-    pub stacks: Stacks,
+    pub stacks: Stacks<'a>,
     pub info: Vec<InfoRow>,
 }
 
 /// Turns a decoded snapshot into rows. `file_bytes` is the size of the pickle.
-pub fn rows(path: &Path, decoded: &Decoded, file_bytes: usize) -> Result<Rows> {
+pub fn rows<'a>(path: &'a Path, decoded: &'a Decoded<'_>, file_bytes: usize) -> Result<Rows<'a>> {
+    let arena = &decoded.arena;
+    // Object ids and stack ids are kept as u32 in the per-object tables.
+    if arena.len() >= u32::MAX as usize {
+        return Err(MemqError::input(
+            path,
+            Location::None,
+            format!("holds {} objects; memq reads at most 2^32 - 2", arena.len()),
+        ));
+    }
     let mut walker = Walker {
         path,
-        arena: &decoded.arena,
+        arena,
         // Plenty for any real snapshot's JSON cells, far too little for an exponential one.
         json: Json::with_budget(file_bytes.saturating_mul(16).max(64 << 20)),
-        rows: Rows::default(),
-        claimed: HashSet::new(),
+        rows: Rows {
+            segments: Vec::new(),
+            blocks: Vec::new(),
+            traces: Vec::new(),
+            stacks: Stacks::new(arena),
+            info: Vec::new(),
+        },
+        claimed: vec![false; arena.len()],
         problems: Vec::new(),
         warnings: decoded
             .warnings
@@ -114,11 +127,11 @@ pub fn rows(path: &Path, decoded: &Decoded, file_bytes: usize) -> Result<Rows> {
 
 struct Walker<'a> {
     path: &'a Path,
-    arena: &'a Arena,
+    arena: &'a Arena<'a>,
     json: Json,
-    rows: Rows,
-    /// Row dicts and row lists already read.
-    claimed: HashSet<ObjId>,
+    rows: Rows<'a>,
+    /// Per object: it is a row dict or row list already read.
+    claimed: Vec<bool>,
     /// Problems of the dict being read, given their place when it is done.
     problems: Vec<String>,
     /// (place, message) of every problem.
@@ -515,7 +528,7 @@ impl<'a> Walker<'a> {
 
     /// Refuses a row container reached a second time.
     fn claim(&mut self, id: ObjId, place: &dyn Fn() -> String) -> Result<()> {
-        if self.claimed.insert(id) {
+        if !std::mem::replace(&mut self.claimed[id], true) {
             return Ok(());
         }
         Err(MemqError::input(

@@ -1,6 +1,9 @@
 //! The decoded pickle: scalars inline, everything else an object in an arena addressed by id.
 //! A memo-shared value (a frame dict, a frame list, a string) is one object however often it is
-//! referenced, so it is stored once and later code can recognise it by identity.
+//! referenced, so it is stored once and later code can recognise it by identity. Strings and
+//! bytes borrow from the pickle's bytes; only a string that is not valid UTF-8 is copied.
+
+use std::borrow::Cow;
 
 /// Index of an object in the [`Arena`].
 pub type ObjId = usize;
@@ -15,14 +18,15 @@ pub enum Value {
     Obj(ObjId),
 }
 
-/// A value that is not a scalar.
+/// A value that is not a scalar; `'a` is the lifetime of the pickle's bytes.
 #[derive(Debug, PartialEq)]
-pub enum Object {
+pub enum Object<'a> {
     /// An integer outside i64 (payloads of up to 16 bytes are accepted).
     BigInt(i128),
-    Str(String),
+    /// Borrowed from the pickle, or a lossy copy of a string that is not valid UTF-8.
+    Str(Cow<'a, str>),
     /// `bytes` or `bytearray`.
-    Bytes(Vec<u8>),
+    Bytes(&'a [u8]),
     List(Vec<Value>),
     Tuple(Vec<Value>),
     /// Items in pickle order; with a repeated key the last item wins, as in Python.
@@ -33,30 +37,35 @@ pub enum Object {
 
 /// Every object of one decoded pickle, with the byte offset of the opcode that created it.
 #[derive(Debug, Default)]
-pub struct Arena {
-    objects: Vec<Object>,
+pub struct Arena<'a> {
+    objects: Vec<Object<'a>>,
     offsets: Vec<u64>,
 }
 
-impl Arena {
-    pub fn with_capacity(objects: usize) -> Arena {
+impl<'a> Arena<'a> {
+    pub fn with_capacity(objects: usize) -> Arena<'a> {
         Arena {
             objects: Vec::with_capacity(objects),
             offsets: Vec::with_capacity(objects),
         }
     }
 
-    pub fn push(&mut self, object: Object, offset: u64) -> ObjId {
+    pub fn push(&mut self, object: Object<'a>, offset: u64) -> ObjId {
         self.objects.push(object);
         self.offsets.push(offset);
         self.objects.len() - 1
     }
 
-    pub fn get(&self, id: ObjId) -> &Object {
+    /// How many objects there are; every [`ObjId`] is below it.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn get(&self, id: ObjId) -> &Object<'a> {
         &self.objects[id]
     }
 
-    pub fn get_mut(&mut self, id: ObjId) -> &mut Object {
+    pub fn get_mut(&mut self, id: ObjId) -> &mut Object<'a> {
         &mut self.objects[id]
     }
 
@@ -65,7 +74,7 @@ impl Arena {
         self.offsets[id]
     }
 
-    pub fn object(&self, value: Value) -> Option<&Object> {
+    pub fn object(&self, value: Value) -> Option<&Object<'a>> {
         match value {
             Value::Obj(id) => Some(self.get(id)),
             _ => None,
@@ -74,7 +83,7 @@ impl Arena {
 
     pub fn str(&self, value: Value) -> Option<&str> {
         match self.object(value) {
-            Some(Object::Str(s)) => Some(s),
+            Some(Object::Str(s)) => Some(s.as_ref()),
             _ => None,
         }
     }
