@@ -313,9 +313,6 @@ impl Run {
     }
 }
 
-/// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
-/// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
-/// large enough for wide rows (stacks) keep the external merge inside the budget.
 /// One batch as a whole Parquet file in the table's declared sort order; returns its rows.
 fn write_parquet(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result<u64> {
     let mut sink = ParquetSink::create_with(
@@ -327,6 +324,9 @@ fn write_parquet(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result<u64
     sink.close()
 }
 
+/// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
+/// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
+/// large enough for wide rows (stacks) keep the external merge inside the budget.
 fn sort_context() -> Result<SessionContext> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))

@@ -226,7 +226,7 @@ async fn g2_baseline_blocks_show_the_irregular_cases() {
     );
     let leaks = shared_fixture("memscope/real/v2_compare_leaks.csv");
     let (_i2, e2) = open(&[leaks]).await;
-    assert_eq!(int(&e2, &overlaps).await, 3);
+    assert_eq!(int(&e2, overlaps).await, 3);
 }
 
 /// Writes `csv` as the tool's db would (memscope-format.md §4.1): Attr as a JSON object of
