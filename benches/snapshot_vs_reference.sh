@@ -4,8 +4,9 @@
 #
 #   benches/snapshot_vs_reference.sh [MEMQ_BINARY] [PICKLE...]
 #
-# Default pickles: ../shared/fixtures/snapshots/real/*.pickle. Prints seconds and max RSS of
-# each, best of 5 runs, and the speed-up.
+# Default pickles: ../shared/fixtures/snapshots/real/*.pickle. The two tools take turns (ref,
+# memq, ref, memq, ...) so that both see the same machine; prints seconds and max RSS of the
+# fastest of RUNS runs of each (default 7), and the speed-up.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 memq=${1:-$here/target/release/memq}
@@ -16,23 +17,30 @@ ref=$(bash "$here/../shared/tools/reference-oracle.sh" | sed -n 's/^snapshot scr
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-best() { # prints "seconds rss_kib" of the fastest of 5 runs (wall clock in µs resolution)
-  local b="" rss=0 s m t0 t1
-  for _ in 1 2 3 4 5; do
-    rm -rf "$work/out.memq" "$work/out.db"
-    t0=$EPOCHREALTIME
-    /usr/bin/time -f "%M" -o "$work/t" "$@" >/dev/null 2>&1
-    t1=$EPOCHREALTIME
-    s=$(awk "BEGIN{printf \"%.4f\", $t1 - $t0}")
-    read -r m <"$work/t"
-    if [ -z "$b" ] || awk "BEGIN{exit !($s < $b)}"; then b=$s; rss=$m; fi
-  done
-  echo "$b $rss"
+runs=${RUNS:-7}
+
+once() { # runs a command once; prints "seconds rss_kib" (wall clock in µs resolution)
+  local t0 t1 m
+  rm -rf "$work/out.memq" "$work/out.db"
+  t0=$EPOCHREALTIME
+  /usr/bin/time -f "%M" -o "$work/t" "$@" >/dev/null 2>&1
+  t1=$EPOCHREALTIME
+  read -r m <"$work/t"
+  echo "$(awk "BEGIN{printf \"%.4f\", $t1 - $t0}") $m"
+}
+
+faster() { # "seconds rss" of the faster of two measurements ($1 may be empty)
+  if [ -z "$1" ] || awk "BEGIN{exit !(${2% *} < ${1% *})}"; then echo "$2"; else echo "$1"; fi
 }
 
 printf '%-36s %10s %12s %10s %12s %8s\n' pickle "ref s" "ref KiB" "memq s" "memq KiB" speedup
 for p in "${pickles[@]}"; do
-  read -r rs rm_ < <(best python3 "$ref" "$p" -o "$work/out.db")
-  read -r ms mm < <(best "$memq" ingest "$p" -o "$work/out.memq")
+  ref_best="" memq_best=""
+  for _ in $(seq "$runs"); do
+    ref_best=$(faster "$ref_best" "$(once python3 "$ref" "$p" -o "$work/out.db")")
+    memq_best=$(faster "$memq_best" "$(once "$memq" ingest "$p" -o "$work/out.memq")")
+  done
+  read -r rs rm_ <<<"$ref_best"
+  read -r ms mm <<<"$memq_best"
   printf '%-36s %10s %12s %10s %12s %7.1fx\n' "$(basename "$p")" "$rs" "$rm_" "$ms" "$mm" "$(awk "BEGIN{print $rs / ($ms > 0 ? $ms : 0.01)}")"
 done
