@@ -319,10 +319,8 @@ impl<'a> Machine<'a> {
                 self.push_object(Object::List(items), height);
             }
             op::APPEND => {
-                if self.stack.len() < self.frame_start() + 1 {
-                    return Err(self.error("finds the stack empty (stack underflow)"));
-                }
-                self.add_items_from(self.stack.len() - 1)?;
+                let start = self.top_start(1)?;
+                self.add_items_from(start)?;
             }
             op::APPENDS | op::ADDITEMS => {
                 let start = self.mark_start()?;
@@ -336,10 +334,8 @@ impl<'a> Machine<'a> {
                 self.push_object(Object::Dict(pairs), height);
             }
             op::SETITEM => {
-                if self.stack.len() < self.frame_start() + 2 {
-                    return Err(self.error("finds too few values on the stack (stack underflow)"));
-                }
-                self.add_items_from(self.stack.len() - 2)?;
+                let start = self.top_start(2)?;
+                self.add_items_from(start)?;
             }
             op::SETITEMS => {
                 let start = self.mark_start()?;
@@ -544,6 +540,15 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// Where the top `count` values start on the stack; they must all be above the innermost
+    /// MARK.
+    fn top_start(&self, count: usize) -> Result<usize, DecodeError> {
+        match self.stack.len().checked_sub(count) {
+            Some(start) if start >= self.frame_start() => Ok(start),
+            _ => Err(self.error("finds too few values on the stack (stack underflow)")),
+        }
+    }
+
     /// Removes the innermost MARK and returns where its values start on the stack.
     fn mark_start(&mut self) -> Result<usize, DecodeError> {
         match self.marks.pop() {
@@ -604,10 +609,7 @@ impl<'a> Machine<'a> {
     }
 
     fn tuple_of_top(&mut self, count: usize) -> Result<(), DecodeError> {
-        if self.stack.len() < self.frame_start() + count {
-            return Err(self.error("finds too few values on the stack (stack underflow)"));
-        }
-        let start = self.stack.len() - count;
+        let start = self.top_start(count)?;
         let height = self.place_from(start)?;
         let items = self.stack.split_off(start);
         self.push_object(Object::Tuple(items), height);
@@ -617,14 +619,12 @@ impl<'a> Machine<'a> {
     /// The stack's values from `start` up as the key/value pairs of a new dict.
     fn pairs_from(&mut self, start: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
         self.check_pairs(start)?;
-        let pairs = self.stack[start..]
-            .chunks_exact(2)
-            .map(|pair| (pair[0], pair[1]))
-            .collect();
+        let pairs = as_pairs(&self.stack[start..]).collect();
         self.stack.truncate(start);
         Ok(pairs)
     }
 
+    /// The stack's values from `start` up must be key/value pairs: an even count.
     fn check_pairs(&self, start: usize) -> Result<(), DecodeError> {
         let count = self.stack.len() - start;
         if !count.is_multiple_of(2) {
@@ -657,9 +657,7 @@ impl<'a> Machine<'a> {
         }
         let items = &self.stack[start..];
         match self.arena.get_mut(id) {
-            Object::Dict(entries) => {
-                entries.extend(items.chunks_exact(2).map(|pair| (pair[0], pair[1])))
-            }
+            Object::Dict(entries) => entries.extend(as_pairs(items)),
             Object::List(list) | Object::Set(list) => list.extend_from_slice(items),
             _ => {}
         }
@@ -713,6 +711,11 @@ impl<'a> Machine<'a> {
             ))),
         }
     }
+}
+
+/// Consecutive values as (key, value); a trailing odd value is left out (callers check).
+fn as_pairs(items: &[Value]) -> impl Iterator<Item = (Value, Value)> + '_ {
+    items.chunks_exact(2).map(|pair| (pair[0], pair[1]))
 }
 
 #[cfg(test)]
@@ -912,7 +915,7 @@ mod tests {
             let err = decode_err(body);
             assert!(err.reason.contains("underflow"), "{body:?}: {}", err.reason);
         }
-        // A value below a MARK is out of reach of the opcodes above it.
+        // Key/value opcodes need an even number of values.
         let err = decode_err(b"}(Nu");
         assert!(
             err.reason.contains("odd number of values (1)"),
