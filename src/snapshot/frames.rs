@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 
+use std::collections::hash_map::Entry;
+
 use foldhash::HashMap;
 
 use super::json::{BudgetExceeded, Json};
@@ -132,13 +134,14 @@ impl<'a> Stacks<'a> {
         }
         let stack_id = if content.is_empty() {
             0
-        } else if let Some(&stack_id) = self.by_content.get(&content) {
-            stack_id
         } else {
-            self.stacks.push(content.clone());
-            let stack_id = self.stacks.len() as u32;
-            self.by_content.insert(content, stack_id);
-            stack_id
+            match self.by_content.entry(content) {
+                Entry::Occupied(known) => *known.get(),
+                Entry::Vacant(new) => {
+                    self.stacks.push(new.key().clone());
+                    *new.insert(self.stacks.len() as u32)
+                }
+            }
         };
         self.by_list[list] = stack_id;
         Ok((stack_id != 0).then_some(i64::from(stack_id)))
@@ -168,13 +171,11 @@ impl<'a> Stacks<'a> {
                 Frame::Text(Cow::Owned(json.value(arena, value)?))
             }
         };
-        let index = match self.by_frame.get(&frame) {
-            Some(&index) => index,
-            None => {
-                let index = self.frames.len() as u32;
-                self.frames.push(frame.clone());
-                self.by_frame.insert(frame, index);
-                index
+        let index = match self.by_frame.entry(frame) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(new) => {
+                self.frames.push(new.key().clone());
+                *new.insert(self.frames.len() as u32 - 1)
             }
         };
         if let Value::Obj(id) = value {
