@@ -137,7 +137,8 @@ impl Run {
     }
 
     /// Writes each batch as the whole file of its table for source `idx`, the files in
-    /// parallel (Parquet encoding and compression are the costly part of a small source).
+    /// parallel (Parquet encoding and compression are the costly part of a small source): the
+    /// first on this thread, each other one on a thread of its own.
     fn write_tables(&mut self, idx: usize, tables: &[(&TableDef, &RecordBatch)]) -> Result<()> {
         let mut files = Vec::new();
         for (def, batch) in tables {
@@ -147,17 +148,21 @@ impl Run {
             }
         }
         let written: Vec<Result<u64>> = std::thread::scope(|scope| {
-            let threads: Vec<_> = files
+            let others: Vec<_> = files
                 .iter()
+                .skip(1)
                 .map(|(def, batch, path)| scope.spawn(move || write_parquet(def, batch, path)))
                 .collect();
-            threads
+            let first = files
+                .first()
+                .map(|(def, batch, path)| write_parquet(def, batch, path));
+            first
                 .into_iter()
-                .map(|thread| {
+                .chain(others.into_iter().map(|thread| {
                     thread.join().unwrap_or_else(|_| {
                         Err(MemqError::Query("a writer thread panicked".into()))
                     })
-                })
+                }))
                 .collect()
         });
         for ((def, _, path), rows) in files.iter().zip(written) {
@@ -282,8 +287,13 @@ impl Run {
         blocks_sink.write(&derived.blocks)?;
         blocks_sink.close()?;
         self.sort_into(&blocks_staging, &ms::blocks(), idx).await?;
-        self.write_table(&ms::oom(), idx, &derived.oom)?;
-        self.write_table(&ms::mem_snapshots(), idx, &derived.mem_snapshots)?;
+        self.write_tables(
+            idx,
+            &[
+                (&ms::oom(), &derived.oom),
+                (&ms::mem_snapshots(), &derived.mem_snapshots),
+            ],
+        )?;
         Ok(())
     }
 
@@ -500,17 +510,7 @@ pub async fn ingest(inputs: &[PathBuf], opts: &IngestOptions) -> Result<IngestRe
             }
             SourceKind::Snapshot => {
                 let batches = crate::snapshot::read_snapshot(&source.path, &source.name)?;
-                let defs = crate::snapshot::schema::tables();
-                let tables = batches
-                    .iter()
-                    .map(|(table, batch)| {
-                        let def = defs
-                            .iter()
-                            .find(|t| t.name == *table)
-                            .ok_or_else(|| MemqError::Query(format!("unknown table {table}")))?;
-                        Ok((def, batch))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let tables: Vec<_> = batches.iter().map(|(def, batch)| (def, batch)).collect();
                 run.write_tables(idx, &tables)?;
                 let rows = batches.iter().map(|(_, b)| b.num_rows() as u64).sum();
                 (rows, 0, None, None)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 /// One column: name, Arrow type, nullability and what it holds.
+#[derive(Debug)]
 pub struct ColumnDef {
     pub name: &'static str,
     pub data_type: DataType,
@@ -15,6 +16,7 @@ pub struct ColumnDef {
 }
 
 /// One table of the dataset.
+#[derive(Debug)]
 pub struct TableDef {
     pub name: &'static str,
     pub doc: &'static str,

@@ -29,9 +29,10 @@ fn fixture(name: &str) -> PathBuf {
 fn session(path: &Path) -> SessionContext {
     let batches = read_snapshot(path, "snap").unwrap_or_else(|e| panic!("{e}"));
     let ctx = SessionContext::new();
-    for (name, batch) in batches {
+    for (def, batch) in batches {
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]]).expect("table");
-        ctx.register_table(name, Arc::new(table)).expect("register");
+        ctx.register_table(def.name, Arc::new(table))
+            .expect("register");
     }
     ctx
 }
@@ -235,7 +236,7 @@ async fn real_snapshot_c_transformer_forward() {
 #[test]
 fn batches_follow_the_declared_schemas() {
     let batches = read_snapshot(&fixture("oom_expandable_two_devices.pickle"), "s").unwrap();
-    let names: Vec<&str> = batches.iter().map(|(name, _)| *name).collect();
+    let names: Vec<&str> = batches.iter().map(|(def, _)| def.name).collect();
     let tables = schema::tables();
     let declared: Vec<&str> = tables.iter().map(|t| t.name).collect();
     assert_eq!(names, declared);

@@ -12,18 +12,18 @@ use crate::schema::TableDef;
 use super::schema;
 use super::tables::{BlockRow, InfoRow, Rows, SegmentRow, TraceRow};
 
-/// One batch per table, in the order of [`schema::tables`].
-pub fn batches(snapshot: &str, rows: &Rows) -> Result<Vec<(&'static str, RecordBatch)>> {
+/// One batch per table with the table's definition, in the order of [`schema::tables`].
+pub fn batches(snapshot: &str, rows: &Rows) -> Result<Vec<(TableDef, RecordBatch)>> {
     Ok(vec![
-        (schema::SEGMENTS, segments(snapshot, &rows.segments)?),
-        (schema::BLOCKS, blocks(snapshot, &rows.blocks)?),
-        (schema::TRACES, traces(snapshot, &rows.traces)?),
-        (schema::FRAMES, frames(snapshot, rows)?),
-        (schema::INFO, info(snapshot, &rows.info)?),
+        segments(snapshot, &rows.segments)?,
+        blocks(snapshot, &rows.blocks)?,
+        traces(snapshot, &rows.traces)?,
+        frames(snapshot, rows)?,
+        info(snapshot, &rows.info)?,
     ])
 }
 
-fn segments(snapshot: &str, rows: &[SegmentRow]) -> Result<RecordBatch> {
+fn segments(snapshot: &str, rows: &[SegmentRow]) -> Result<(TableDef, RecordBatch)> {
     let column = |name: &str| match name {
         "segment_id" => ints(rows.iter().map(|r| Some(r.segment_id))),
         "device" => ints(rows.iter().map(|r| r.device)),
@@ -44,7 +44,7 @@ fn segments(snapshot: &str, rows: &[SegmentRow]) -> Result<RecordBatch> {
     build(schema::segments(), snapshot, rows.len(), column)
 }
 
-fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<RecordBatch> {
+fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<(TableDef, RecordBatch)> {
     let column = |name: &str| match name {
         "block_id" => ints(rows.iter().map(|r| Some(r.block_id))),
         "segment_id" => ints(rows.iter().map(|r| Some(r.segment_id))),
@@ -62,7 +62,7 @@ fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<RecordBatch> {
     build(schema::blocks(), snapshot, rows.len(), column)
 }
 
-fn traces(snapshot: &str, rows: &[TraceRow]) -> Result<RecordBatch> {
+fn traces(snapshot: &str, rows: &[TraceRow]) -> Result<(TableDef, RecordBatch)> {
     let column = |name: &str| match name {
         "device" => ints(rows.iter().map(|r| Some(r.device))),
         "seq" => ints(rows.iter().map(|r| Some(r.seq))),
@@ -84,7 +84,7 @@ fn traces(snapshot: &str, rows: &[TraceRow]) -> Result<RecordBatch> {
     build(schema::traces(), snapshot, rows.len(), column)
 }
 
-fn frames(snapshot: &str, rows: &Rows) -> Result<RecordBatch> {
+fn frames(snapshot: &str, rows: &Rows) -> Result<(TableDef, RecordBatch)> {
     let frames: Vec<_> = rows.stacks.rows().collect();
     let column = |name: &str| match name {
         "stack_id" => ints(frames.iter().map(|&(stack_id, _, _)| Some(stack_id))),
@@ -98,7 +98,7 @@ fn frames(snapshot: &str, rows: &Rows) -> Result<RecordBatch> {
     build(schema::frames(), snapshot, frames.len(), column)
 }
 
-fn info(snapshot: &str, rows: &[InfoRow]) -> Result<RecordBatch> {
+fn info(snapshot: &str, rows: &[InfoRow]) -> Result<(TableDef, RecordBatch)> {
     let column = |name: &str| match name {
         "section" => texts(rows.iter().map(|r| Some(r.section))),
         "item" => ints(rows.iter().map(|r| r.item)),
@@ -116,7 +116,7 @@ fn build(
     snapshot: &str,
     rows: usize,
     column: impl Fn(&str) -> ArrayRef,
-) -> Result<RecordBatch> {
+) -> Result<(TableDef, RecordBatch)> {
     let columns = table
         .columns
         .iter()
@@ -127,7 +127,8 @@ fn build(
             name => column(name),
         })
         .collect();
-    Ok(RecordBatch::try_new(table.schema(), columns)?)
+    let batch = RecordBatch::try_new(table.schema(), columns)?;
+    Ok((table, batch))
 }
 
 fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {

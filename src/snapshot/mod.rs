@@ -22,20 +22,17 @@ use std::path::Path;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{Location, MemqError, Result};
+use crate::schema::TableDef;
 
-/// Reads one snapshot pickle into one batch per snap_* table (in the order of
-/// [`schema::tables`]); `snapshot` is the source name written in every row.
-pub fn read_snapshot(path: &Path, snapshot: &str) -> Result<Vec<(&'static str, RecordBatch)>> {
+/// Reads one snapshot pickle into one batch per snap_* table, each with its definition (in the
+/// order of [`schema::tables`]); `snapshot` is the source name written in every row.
+pub fn read_snapshot(path: &Path, snapshot: &str) -> Result<Vec<(TableDef, RecordBatch)>> {
     let data = std::fs::read(path).map_err(|e| MemqError::io(path, e))?;
     read_bytes(path, &data, snapshot)
 }
 
 /// [`read_snapshot`] on the bytes of `path`.
-fn read_bytes(
-    path: &Path,
-    data: &[u8],
-    snapshot: &str,
-) -> Result<Vec<(&'static str, RecordBatch)>> {
+fn read_bytes(path: &Path, data: &[u8], snapshot: &str) -> Result<Vec<(TableDef, RecordBatch)>> {
     let decoded = pickle::decode(data)
         .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
     let rows = tables::rows(path, &decoded, data.len())?;
