@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use memq::gen::{generate, GenConfig};
-use memq::ingest::{ingest, IngestOptions};
+use memq_gen::{generate, GenConfig};
+use memq_ingest::{ingest, IngestOptions};
 
 fn main() {
     let rows: u64 = std::env::args()
@@ -32,7 +32,7 @@ fn main() {
         strict: false,
         progress: false,
     };
-    let report = runtime.block_on(ingest(&[input], &opts)).expect("ingest");
+    let report = runtime.block_on(ingest(&[input], &opts, &memq::catalog())).expect("ingest");
     let secs = report.elapsed.as_secs_f64();
     println!("{}", report.summary());
     println!(

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::library::{self, Analysis};
-use crate::engine::Engine;
-use crate::error::{MemqError, Result};
+use memq_engine::library::Analysis;
+use memq_engine::Engine;
+use memq_core::error::{MemqError, Result};
 use crate::output;
 
 /// A file type for results written to a folder.
@@ -86,10 +86,13 @@ pub struct Index {
 pub const INDEX_FILE: &str = "index.json";
 
 /// The analyses a selection names; unknown names and parameterised analyses are usage errors.
-pub fn select(selection: &Selection) -> Result<Vec<Analysis>> {
-    let all = library::analyses();
+pub fn select(selection: &Selection, all: &[Analysis]) -> Result<Vec<Analysis>> {
     match selection {
-        Selection::All => Ok(all.into_iter().filter(|a| !a.is_table_function()).collect()),
+        Selection::All => Ok(all
+            .iter()
+            .filter(|a| !a.is_table_function() && !a.private)
+            .cloned()
+            .collect()),
         Selection::Named(names) => {
             if names.is_empty() {
                 return Err(MemqError::Usage("--views: no view named".into()));
@@ -122,7 +125,7 @@ pub async fn export(
     dir: &Path,
     format: FileFormat,
 ) -> Result<Index> {
-    let analyses = select(selection)?;
+    let analyses = select(selection, &engine.analyses())?;
     std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
     let mut views = Vec::new();
     for a in &analyses {
@@ -167,6 +170,6 @@ mod tests {
             Selection::parse("a, b"),
             Selection::Named(vec!["a".into(), "b".into()])
         );
-        assert!(select(&Selection::Named(vec!["no_such_view".into()])).is_err());
+        assert!(select(&Selection::Named(vec!["no_such_view".into()]), &crate::analyses()).is_err());
     }
 }

@@ -1,32 +1,40 @@
-//! memq: a columnar SQL engine over accelerator memory dumps.
+//! memq: a columnar SQL engine over accelerator memory dumps. This crate is the command line;
+//! the work is done by the library crates under `crates/` (see docs/architecture.md):
+//! memq-core (errors, catalog, dataset), memq-memscope and memq-snapshot (the formats),
+//! memq-ingest (inputs into a dataset), memq-engine (the DataFusion session).
 //!
-//! Layout (one module per concept):
-//! - [`error`]: the error type; every input error names file, place and reason.
-//! - [`schema`]: table definitions (each table declared once).
-//! - [`attr`], [`owner`]: the Attr mini-language and the owner hierarchy.
-//! - [`memscope`]: msMemScope dumps (CSV, SQLite, output folders) into tables.
-//! - [`snapshot`]: PyTorch memory snapshot pickles (safe decoder) into tables.
-//! - [`dataset`]: the on-disk dataset (manifest, atomic Parquet output).
-//! - [`ingest`]: turns inputs into a dataset.
-//! - [`engine`]: DataFusion session with tables, UDFs and the SQL library.
-//! - [`output`]: result printers and writers.
+//! Here: [`catalog`] (the formats this binary knows), [`open`] (an INPUT as an engine),
+//! [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
+//! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
-pub mod attr;
-pub mod cache;
-pub mod dataset;
-pub mod discover;
-pub mod engine;
-pub mod error;
+pub mod exec;
 pub mod export;
-pub mod gen;
-pub mod ingest;
-pub mod memscope;
 pub mod open;
 pub mod output;
-pub mod owner;
 pub mod params;
 pub mod repl;
 pub mod run;
-pub mod schema;
-pub mod snapshot;
-pub mod to_db;
+
+use std::sync::Arc;
+
+pub use memq_core::error;
+use memq_core::format::Catalog;
+
+/// Every format this memq reads, in detection order: snapshot pickles (recognised by
+/// extension or first byte), then msMemScope dumps (which take any other file named directly).
+pub fn catalog() -> Catalog {
+    Catalog::new(vec![
+        Arc::new(memq_snapshot::Snapshot),
+        Arc::new(memq_memscope::Memscope),
+    ])
+}
+
+/// Every canned analysis of every format.
+pub fn analyses() -> Vec<memq_engine::library::Analysis> {
+    memq_engine::library::analyses(&catalog().sql_files())
+}
+
+/// Every SQL function memq adds, with its docs.
+pub fn functions() -> Vec<memq_core::format::Function> {
+    memq_engine::all_functions(&catalog())
+}

@@ -1,16 +1,16 @@
-//! The `memq` command line (design.md §2).
+//! The `memq` command line (README.md, "Commands").
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use memq::engine::{library, udf};
 use memq::error::{MemqError, Result};
 use memq::export::{self, FileFormat, Selection};
-use memq::ingest::{ingest, IngestOptions};
+use memq_ingest::{ingest, IngestOptions};
 use memq::open::{open_inputs, open_inputs_with, IngestTarget};
-use memq::output::{self, BytesDisplay, Format};
+use memq::exec::{self, PrintOptions};
+use memq::output::Format;
 use memq::params::{self, Params};
 use memq::repl::{self, ReplOptions};
 use memq::run::{self as run_files, RunOutput};
@@ -60,6 +60,9 @@ enum Command {
         /// The statement(s); several may be separated by `;` (each result is printed).
         #[arg(short = 'e', long = "execute")]
         sql: String,
+        /// A parameter value: `name=value`, bound to `$name` as a typed literal (as in `memq run`).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
         /// Output format on stdout.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -74,6 +77,9 @@ enum Command {
     Views {
         /// Show one analysis in full (parameters, columns, SQL).
         name: Option<String>,
+        /// Also list the private helpers the analyses build on.
+        #[arg(long)]
+        all: bool,
     },
     /// List memq's SQL functions with their docs.
     Functions,
@@ -123,11 +129,13 @@ enum Command {
     },
 }
 
-fn split_statements(sql: &str) -> Vec<String> {
-    match datafusion::sql::parser::DFParser::parse_sql(sql) {
-        Ok(stmts) if stmts.len() > 1 => stmts.iter().map(|s| s.to_string()).collect(),
-        _ => vec![sql.to_string()],
+fn bind_params(raw: &[String]) -> Result<Params> {
+    let mut bound = Params::new();
+    for p in raw {
+        let (k, v) = params::parse_assignment(p)?;
+        bound.insert(k, v);
     }
+    Ok(bound)
 }
 
 fn run_output(
@@ -154,14 +162,7 @@ fn run_output(
                     MemqError::Usage(format!("--format {s}: on stdout use table, csv, tsv, json, ndjson or markdown (parquet needs -o DIR)"))
                 })?,
             };
-            Ok(RunOutput::Stdout(
-                f,
-                if raw_bytes {
-                    BytesDisplay::Raw
-                } else {
-                    BytesDisplay::Human
-                },
-            ))
+            Ok(RunOutput::Stdout(PrintOptions::new(f, raw_bytes)))
         }
     }
 }
@@ -176,7 +177,7 @@ async fn run(cli: Cli) -> Result<()> {
         let target = if cli.no_cache {
             IngestTarget::Temporary
         } else {
-            IngestTarget::Cache(memq::cache::cache_dir())
+            IngestTarget::Cache(memq_ingest::cache::cache_dir())
         };
         let opened = open_inputs_with(&cli.inputs, true, &target).await?;
         return repl::run(opened, ReplOptions::standard()).await;
@@ -194,46 +195,38 @@ async fn run(cli: Cli) -> Result<()> {
                 strict,
                 progress: true,
             };
-            let report = ingest(&inputs, &opts).await?;
+            let report = ingest(&inputs, &opts, &memq::catalog()).await?;
             eprintln!("{}", report.summary());
             Ok(())
         }
         Command::Sql {
             inputs,
             sql,
+            params: raw,
             format,
             output,
             raw_bytes,
         } => {
+            let bound = bind_params(&raw)?;
             let opened = open_inputs(&inputs, true).await?;
-            let statements = split_statements(&sql);
-            let last = statements.len() - 1;
-            for (i, stmt) in statements.iter().enumerate() {
-                let df = opened.engine.dataframe(stmt).await?;
-                let schema = df.schema().inner().clone();
-                let batches = df.collect().await?;
+            let results = exec::run(&opened.engine.ctx, &sql, &bound, "").await?;
+            let print = PrintOptions::new(format, raw_bytes);
+            let last = results.len() - 1;
+            for (i, result) in results.iter().enumerate() {
                 match (&output, i == last) {
                     (Some(path), true) => {
-                        let rows = output::write_file(path, &schema, &batches)?;
-                        eprintln!("{rows} rows written to {}", path.display());
+                        exec::write(result, path)?;
                     }
-                    _ => {
-                        let bytes = if raw_bytes || format != Format::Table {
-                            BytesDisplay::Raw
-                        } else {
-                            BytesDisplay::Human
-                        };
-                        print!("{}", output::render(&schema, &batches, format, bytes)?);
-                    }
+                    _ => print.print(result)?,
                 }
             }
             Ok(())
         }
-        Command::Views { name } => {
-            let analyses = library::analyses();
+        Command::Views { name, all } => {
+            let analyses = memq::analyses();
             match name {
                 None => {
-                    for a in &analyses {
+                    for a in analyses.iter().filter(|a| all || !a.private) {
                         println!("{:<40} {}", a.call_form(), a.summary);
                     }
                 }
@@ -255,8 +248,8 @@ async fn run(cli: Cli) -> Result<()> {
                         println!();
                     }
                     println!("Columns:");
-                    for (c, d) in &a.columns {
-                        println!("  {c:<20} {d}");
+                    for c in &a.columns {
+                        println!("  {:<20} {:<8} {}", c.name, c.sql_type, c.described());
                     }
                     println!("\n{}", a.body);
                 }
@@ -264,7 +257,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Functions => {
-            for f in udf::docs() {
+            for f in memq::functions() {
                 println!("{}\n    {}\n", f.usage, f.doc);
             }
             Ok(())
@@ -277,11 +270,7 @@ async fn run(cli: Cli) -> Result<()> {
             format,
             raw_bytes,
         } => {
-            let mut bound = Params::new();
-            for p in &raw {
-                let (k, v) = params::parse_assignment(p)?;
-                bound.insert(k, v);
-            }
+            let bound = bind_params(&raw)?;
             for name in run_files::unused_params(&files, &bound) {
                 eprintln!(
                     "memq: warning: --param {name} is not used by any query file (no ${name})"
@@ -289,10 +278,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             let out = run_output(output, format, raw_bytes)?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
-            let written = run_files::run_files(&opened.engine.ctx, &files, &bound, &out).await?;
-            for w in written {
-                eprintln!("{} rows written to {}", w.rows, w.path.display());
-            }
+            run_files::run_files(&opened.engine.ctx, &files, &bound, &out).await?;
             Ok(())
         }
         Command::Export {
@@ -302,7 +288,7 @@ async fn run(cli: Cli) -> Result<()> {
             format,
         } => {
             let selection = Selection::parse(&views);
-            export::select(&selection)?;
+            export::select(&selection, &memq::analyses())?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             let index = export::export(&opened.engine, &selection, &output, format).await?;
             for v in &index.views {
@@ -318,7 +304,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::ToDb { input, output } => {
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
-            let r = memq::to_db::to_db(&opened.engine, &output).await?;
+            let r = memq_memscope::to_db::to_db(&opened.engine.ctx, &output).await?;
             eprintln!(
                 "{} rows in memscope_dump, {} python trace rows in {} table(s) written to {}",
                 r.dump_rows,

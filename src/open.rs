@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cache::{self, CacheState};
-use crate::dataset;
-use crate::engine::Engine;
-use crate::error::Result;
-use crate::ingest::{ingest, IngestOptions, IngestReport};
+use memq_ingest::cache::{self, CacheState};
+use memq_core::dataset;
+use memq_engine::Engine;
+use memq_core::error::Result;
+use memq_ingest::{ingest, IngestOptions, IngestReport};
 
 /// An opened input; keeps a temporary dataset alive as long as it is in use.
 pub struct Opened {
@@ -48,14 +48,14 @@ pub async fn open_inputs_with(
     if let [single] = inputs {
         if dataset::is_dataset(single) {
             return Ok(Opened {
-                engine: Engine::open(single).await?,
+                engine: Engine::open(single, &crate::catalog()).await?,
                 _temp: None,
             });
         }
     }
     match target {
         IngestTarget::Cache(root) => {
-            let cached = cache::cached_dataset(root, inputs, progress).await?;
+            let cached = cache::cached_dataset(root, inputs, progress, &crate::catalog()).await?;
             match cached.state {
                 CacheState::Reused => {
                     eprintln!("memq: using cached dataset {}", cached.dataset.display())
@@ -74,7 +74,7 @@ pub async fn open_inputs_with(
                 warn_rejects(r);
             }
             Ok(Opened {
-                engine: Engine::open(&cached.dataset).await?,
+                engine: Engine::open(&cached.dataset, &crate::catalog()).await?,
                 _temp: None,
             })
         }
@@ -82,7 +82,7 @@ pub async fn open_inputs_with(
             let temp = tempfile::Builder::new()
                 .prefix("memq-")
                 .tempdir()
-                .map_err(|e| crate::error::MemqError::io(Path::new("temporary folder"), e))?;
+                .map_err(|e| memq_core::error::MemqError::io(Path::new("temporary folder"), e))?;
             let target = temp.path().join("input.memq");
             let opts = IngestOptions {
                 output: target.clone(),
@@ -90,10 +90,10 @@ pub async fn open_inputs_with(
                 strict: false,
                 progress,
             };
-            let report = ingest(inputs, &opts).await?;
+            let report = ingest(inputs, &opts, &crate::catalog()).await?;
             warn_rejects(&report);
             Ok(Opened {
-                engine: Engine::open(&target).await?,
+                engine: Engine::open(&target, &crate::catalog()).await?,
                 _temp: Some(temp),
             })
         }

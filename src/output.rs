@@ -6,13 +6,14 @@ use std::io::Write;
 use std::path::Path;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
 
-use crate::dataset::ParquetSink;
-use crate::error::{Location, MemqError, Result};
+use memq_core::catalog::Unit;
+use memq_core::dataset::ParquetSink;
+use memq_core::error::{Location, MemqError, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -41,49 +42,22 @@ fn options() -> FormatOptions<'static> {
     FormatOptions::default().with_null("NULL")
 }
 
-/// True for columns that hold bytes by memq's naming convention.
-pub fn is_byte_column(name: &str, dt: &DataType) -> bool {
-    let int = matches!(dt, DataType::Int64 | DataType::UInt64 | DataType::Int32);
-    int && (name == "size"
-        || name == "bytes"
-        || name.ends_with("_bytes")
-        || name.starts_with("bytes_")
-        || matches!(
-            name,
-            "used"
-                | "total"
-                | "process_used"
-                | "device_used"
-                | "req_size"
-                | "reserved"
-                | "allocated"
-                | "total_mem"
-                | "free_mem"
-                | "peak_reserved"
-                | "peak_allocated"
-                | "used_last"
-                | "total_last"
-                | "total_before"
-                | "total_after"
-                | "used_before"
-                | "used_after"
-                | "start_used"
-                | "used_peak"
-                | "peak_total"
-                | "delta"
-                | "peak_used"
-                | "end_used"
-                | "growth"
-        ))
+/// True for integer columns whose unit (Arrow field metadata, from the catalog or the SQL
+/// library's `@column` lines) is bytes.
+pub fn is_byte_column(field: &Field) -> bool {
+    matches!(
+        field.data_type(),
+        DataType::Int64 | DataType::UInt64 | DataType::Int32
+    ) && Unit::of(field) == Unit::Bytes
 }
 
 /// Replaces the columns `pick` selects with text columns made by `to_text`.
 fn columns_as_text(
     batch: &RecordBatch,
-    pick: impl Fn(&datafusion::arrow::datatypes::Field) -> bool,
+    pick: impl Fn(&Field) -> bool,
     to_text: impl Fn(&ArrayRef) -> Result<datafusion::arrow::array::StringArray>,
 ) -> Result<RecordBatch> {
-    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::datatypes::Schema;
     use std::sync::Arc;
     let schema = batch.schema();
     if !schema.fields().iter().any(|f| pick(f)) {
@@ -115,13 +89,13 @@ fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
         .map(|b| {
             columns_as_text(
                 b,
-                |f| is_byte_column(f.name(), f.data_type()),
+                |f| is_byte_column(f),
                 |c| {
                     let ints = cast(c, &DataType::Int64)?;
                     Ok(ints
                         .as_primitive::<Int64Type>()
                         .iter()
-                        .map(|v| v.map(crate::engine::udf::format_bytes))
+                        .map(|v| v.map(memq_core::function::format_bytes))
                         .collect())
                 },
             )

@@ -17,7 +17,7 @@ use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr, UnaryOperator, Value};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
-use crate::error::{MemqError, Result};
+use memq_core::error::{MemqError, Result};
 
 /// Named parameter values.
 pub type Params = BTreeMap<String, ScalarValue>;

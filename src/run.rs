@@ -1,67 +1,22 @@
 //! `memq run INPUT FILE.sql... [--param name=value]... [-o DIR]`: runs query files in order,
 //! in one session (a view one file creates is visible to the next). A file refers to a
-//! parameter as `$name`; values are bound as typed literals ([`crate::params`]). Results go to
-//! stdout in order, or with `-o DIR` each to its own file in DIR.
+//! parameter as `$name`; values are bound as typed literals ([`crate::params`]). Each file goes
+//! through [`crate::exec::run`]; results go to stdout in order, or with `-o DIR` each to its own
+//! file in DIR.
 
 use std::path::PathBuf;
 
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 
-use crate::error::{MemqError, Result};
+use crate::exec::{self, PrintOptions, StatementResult};
 use crate::export::FileFormat;
-use crate::output::{self, BytesDisplay, Format};
-use crate::params::{self, Params};
-
-/// The result of one statement. DDL (`CREATE VIEW`, `SET`, ...) gives a result with no columns.
-pub struct StatementResult {
-    pub schema: SchemaRef,
-    pub batches: Vec<RecordBatch>,
-}
-
-impl StatementResult {
-    /// True for a statement that returns rows (a query), false for DDL.
-    pub fn has_columns(&self) -> bool {
-        !self.schema.fields().is_empty()
-    }
-}
-
-/// Runs every statement of `sql` in order, binding `params`. `origin` names the text in errors
-/// (`q.sql: statement 2: ...`).
-pub async fn run_sql(
-    ctx: &SessionContext,
-    sql: &str,
-    params: &Params,
-    origin: &str,
-) -> Result<Vec<StatementResult>> {
-    let statements = params::parse_statements(ctx, sql)
-        .map_err(|e| MemqError::Query(format!("{origin}: {e}")))?;
-    let many = statements.len() > 1;
-    let mut out = Vec::new();
-    for (i, stmt) in statements.into_iter().enumerate() {
-        let place = if many {
-            format!("{origin}: statement {}", i + 1)
-        } else {
-            origin.to_string()
-        };
-        let df = params::plan_statement(ctx, stmt, params)
-            .await
-            .map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
-        let schema = df.schema().inner().clone();
-        let batches = df
-            .collect()
-            .await
-            .map_err(|e| MemqError::Query(format!("{place}: {e}")))?;
-        out.push(StatementResult { schema, batches });
-    }
-    Ok(out)
-}
+use crate::params::Params;
+use memq_core::error::{MemqError, Result};
 
 /// Where `memq run` sends results.
 pub enum RunOutput {
-    /// Printed on stdout in this format.
-    Stdout(Format, BytesDisplay),
+    /// Printed on stdout.
+    Stdout(PrintOptions),
     /// Each result to its own file in this folder: `<file stem>.<ext>`, or `<file stem>_<n>.<ext>`
     /// when a file returns several results.
     Dir(PathBuf, FileFormat),
@@ -94,20 +49,15 @@ pub async fn run_files(
     let mut used_names = std::collections::HashSet::new();
     for (file, text) in files.iter().zip(&texts) {
         let origin = file.display().to_string();
-        let results: Vec<StatementResult> = run_sql(ctx, text, params, &origin)
+        let results: Vec<StatementResult> = exec::run(ctx, text, params, &origin)
             .await?
             .into_iter()
             .filter(StatementResult::has_columns)
             .collect();
         match out {
-            RunOutput::Stdout(format, bytes) => {
+            RunOutput::Stdout(print) => {
                 for r in &results {
-                    let bytes = if *format == Format::Table {
-                        *bytes
-                    } else {
-                        BytesDisplay::Raw
-                    };
-                    print!("{}", output::render(&r.schema, &r.batches, *format, bytes)?);
+                    print.print(r)?;
                 }
             }
             RunOutput::Dir(dir, format) => {
@@ -128,7 +78,7 @@ pub async fn run_files(
                         n += 1;
                     }
                     let path = dir.join(format!("{name}.{}", format.ext()));
-                    let rows = output::write_file(&path, &r.schema, &r.batches)?;
+                    let rows = exec::write(r, &path)?;
                     written.push(WrittenResult {
                         query_file: file.clone(),
                         path,

@@ -3,10 +3,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::engine::library;
-use crate::engine::udf;
-use crate::error::{MemqError, Result};
-use crate::ingest::all_tables;
+
+use memq_core::error::{MemqError, Result};
 use crate::output::{BytesDisplay, Format};
 use crate::params;
 
@@ -214,7 +212,7 @@ impl Session {
         for v in &vocab.views {
             rows.push(vec![v.clone(), "view".into()]);
         }
-        let library: Vec<String> = library::analyses()
+        let library: Vec<String> = crate::analyses()
             .into_iter()
             .filter(|a| a.is_table_function())
             .map(|a| a.name)
@@ -233,7 +231,7 @@ impl Session {
             "rows".to_string(),
             "doc".to_string(),
         ]];
-        for t in all_tables() {
+        for t in crate::catalog().tables() {
             rows.push(vec![
                 t.name.to_string(),
                 self.row_count(t.name).to_string(),
@@ -244,9 +242,9 @@ impl Session {
     }
 
     fn list_views(&self) -> String {
-        let analyses = library::analyses();
+        let analyses = crate::analyses();
         let mut rows = vec![vec!["analysis".to_string(), "doc".to_string()]];
-        for a in &analyses {
+        for a in analyses.iter().filter(|a| !a.private) {
             rows.push(vec![a.call_form(), a.summary.clone()]);
         }
         let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
@@ -266,7 +264,7 @@ impl Session {
     async fn describe(&self, name: &str) -> Result<String> {
         let ctx = &self.engine().ctx;
         let mut out = String::new();
-        if let Some(def) = all_tables().into_iter().find(|t| t.name == name) {
+        if let Some(def) = crate::catalog().tables().into_iter().find(|t| t.name == name) {
             let _ = writeln!(
                 out,
                 "Table {name} ({} rows): {}\n",
@@ -290,7 +288,7 @@ impl Session {
             out.push_str(&columns(&rows));
             return Ok(out);
         }
-        let analysis = library::analyses().into_iter().find(|a| a.name == name);
+        let analysis = crate::analyses().into_iter().find(|a| a.name == name);
         if let Some(a) = analysis.as_ref().filter(|a| a.is_table_function()) {
             let _ = writeln!(out, "Table function {}\n\n{}\n", a.call_form(), a.doc);
             let mut rows = vec![vec![
@@ -310,8 +308,8 @@ impl Session {
             out.push_str(&columns(&rows));
             out.push('\n');
             let mut rows = vec![vec!["column".to_string(), "doc".into()]];
-            for (c, d) in &a.columns {
-                rows.push(vec![c.clone(), d.clone()]);
+            for c in &a.columns {
+                rows.push(vec![c.name.clone(), c.described()]);
             }
             out.push_str(&columns(&rows));
             return Ok(out);
@@ -333,8 +331,8 @@ impl Session {
         for f in df.schema().fields() {
             let doc = analysis
                 .as_ref()
-                .and_then(|a| a.columns.iter().find(|(c, _)| c == f.name()))
-                .map(|(_, d)| d.clone())
+                .and_then(|a| a.columns.iter().find(|c| &c.name == f.name()))
+                .map(|c| c.described())
                 .unwrap_or_default();
             rows.push(vec![f.name().clone(), f.data_type().to_string(), doc]);
         }
@@ -345,10 +343,10 @@ impl Session {
 
 fn list_functions() -> String {
     let mut out = String::from("Scalar functions:\n");
-    for f in udf::docs() {
+    for f in crate::functions() {
         let _ = writeln!(out, "  {}\n      {}", f.usage, f.doc);
     }
-    let tfs: Vec<_> = library::analyses()
+    let tfs: Vec<_> = crate::analyses()
         .into_iter()
         .filter(|a| a.is_table_function())
         .collect();

@@ -1,4 +1,4 @@
-//! The interactive shell of `memq [INPUT...]` (design.md §7): rustyline with multi-line
+//! The interactive shell of `memq [INPUT...]` (docs/repl.md): rustyline with multi-line
 //! statements ending in `;`, persistent history in the XDG state dir, Tab completion, meta
 //! commands, parameters, and Ctrl-C that cancels the running query but keeps the session.
 
@@ -16,12 +16,12 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{CompletionType, Config, Editor};
 
-use crate::engine::Engine;
-use crate::error::{MemqError, Result};
+use memq_engine::Engine;
+use memq_core::error::{MemqError, Result};
 use crate::open::Opened;
-use crate::output::{self, BytesDisplay, Format};
-use crate::params::{self, Params};
-use crate::run::StatementResult;
+use crate::output::{BytesDisplay, Format};
+use crate::params::Params;
+use crate::exec::{self, PrintOptions, StatementResult};
 
 use completer::{MemqHelper, Vocabulary};
 use meta::Next;
@@ -55,7 +55,7 @@ impl ReplOptions {
     /// History in `$XDG_STATE_HOME/memq/history`.
     pub fn standard() -> ReplOptions {
         ReplOptions {
-            history: Some(crate::cache::state_dir().join("history")),
+            history: Some(memq_ingest::cache::state_dir().join("history")),
         }
     }
 }
@@ -103,10 +103,10 @@ async fn run_cancellable(
 ) -> Outcome {
     let start = Instant::now();
     let mut task = queries.spawn(async move {
-        let df = params::plan_one(&ctx, &sql, &params).await?;
-        let schema = df.schema().inner().clone();
-        let batches = df.collect().await?;
-        Ok::<_, MemqError>(StatementResult { schema, batches })
+        let mut results = exec::run(&ctx, &sql, &params, "").await?;
+        results
+            .pop()
+            .ok_or_else(|| MemqError::Query("no statement".into()))
     });
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -233,24 +233,14 @@ impl Session {
             return Ok(());
         }
         if let Some(path) = self.redirect.take() {
-            let rows = output::write_file(&path, &result.schema, &result.batches)?;
-            println!(
-                "{rows} row{} written to {}",
-                if rows == 1 { "" } else { "s" },
-                path.display()
-            );
+            exec::write(result, &path)?;
             return Ok(());
         }
-        let bytes = if self.settings.format == Format::Table {
-            self.settings.bytes
-        } else {
-            BytesDisplay::Raw
-        };
-        print!(
-            "{}",
-            output::render(&result.schema, &result.batches, self.settings.format, bytes)?
-        );
-        Ok(())
+        PrintOptions {
+            format: self.settings.format,
+            bytes: self.settings.bytes,
+        }
+        .print(result)
     }
 
     /// Handles one input line: a meta command (when no statement is pending), or more statement

@@ -64,7 +64,7 @@ print(min(ts),max(ts))' "$f")
   run window_mid60 --window $w0 $w1
   run oom --oom
   run curve_limit-5 --curve --limit 5
-  if [ "$s" = v2_compare_baseline ]; then   # test vectors quoted in memscope-format.md 6.13 / 7.3
+  if [ "$s" = v2_compare_baseline ]; then   # test vectors quoted in docs/formats/memscope.md 6.13 / 7.3
     run docvec_window_pool-PTA --window 1764753084400000000 1764753084530000000 --pool PTA
     run docvec_at-timestamp --at-timestamp 1764753084500000000
     run docvec_window_pool-HAL --window 1764753084500000000 1764753084535647530 --pool HAL

@@ -1,0 +1,489 @@
+//! The on-disk dataset: `NAME.memq/` with `manifest.json` and one folder of Parquet files per
+//! table (README.md, "Dataset and tables"). A dataset is built in a temporary sibling folder and renamed into place
+//! when complete, so an interrupted run never leaves a half dataset that looks whole.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::metadata::SortingColumn;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::parquet::schema::types::ColumnPath;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::TableDef;
+use crate::error::{Location, MemqError, Result};
+
+/// Memory DataFusion may use for the ingest sorts before spilling to disk.
+const SORT_MEMORY_BYTES: usize = 1 << 30;
+
+pub const MANIFEST: &str = "manifest.json";
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// `manifest.json`: what the dataset holds and where it came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub memq_version: String,
+    pub created_unix: u64,
+    pub sources: Vec<SourceEntry>,
+    /// Rows per table.
+    pub tables: Vec<TableEntry>,
+    pub options: IngestOptionsRecord,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourceEntry {
+    /// Name used in the `source` column of every table.
+    pub source: String,
+    pub path: String,
+    pub kind: String,
+    pub size_bytes: u64,
+    pub mtime_unix_ns: i128,
+    pub rows: u64,
+    pub rejects: u64,
+    pub ts_unit: Option<String>,
+    pub generation: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TableEntry {
+    pub name: String,
+    pub rows: u64,
+    pub files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IngestOptionsRecord {
+    pub strict: bool,
+}
+
+impl Manifest {
+    pub fn read(dataset: &Path) -> Result<Manifest> {
+        let path = dataset.join(MANIFEST);
+        let text = fs::read_to_string(&path).map_err(|e| MemqError::io(&path, e))?;
+        serde_json::from_str(&text).map_err(|e| {
+            MemqError::input(
+                &path,
+                Location::Line(e.line() as u64),
+                format!("invalid manifest: {e}"),
+            )
+        })
+    }
+}
+
+/// True when `path` is a dataset folder (it holds a manifest).
+pub fn is_dataset(path: &Path) -> bool {
+    path.is_dir() && path.join(MANIFEST).is_file()
+}
+
+/// Columns whose values are nearly all distinct: dictionary encoding only costs time there.
+const HIGH_CARDINALITY: &[&str] = &["attr", "raw", "text", "extra_json"];
+
+/// Parquet writer settings shared by every table file.
+pub fn writer_properties(
+    sorting: Option<Vec<datafusion::parquet::file::metadata::SortingColumn>>,
+) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_max_row_group_row_count(Some(128 * 1024))
+        .set_sorting_columns(sorting);
+    for c in HIGH_CARDINALITY {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(*c), false);
+    }
+    b.build()
+}
+
+/// Settings for intermediate files read back once during ingest: no compression and no
+/// dictionaries, so writing them costs little.
+pub fn staging_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_max_row_group_row_count(Some(128 * 1024))
+        .build()
+}
+
+/// The Parquet sorting-column metadata of a table's sort order.
+pub fn sorting_columns(def: &TableDef) -> Vec<SortingColumn> {
+    def.sort_order
+        .iter()
+        .filter_map(|name| def.index_of(name))
+        .map(|i| SortingColumn {
+            column_idx: i as i32,
+            descending: false,
+            nulls_first: false,
+        })
+        .collect()
+}
+
+/// A dataset under construction in a temporary folder. Every table file of the dataset is
+/// written through it (one file per table and source, `TABLE/NNNN.parquet`), and it keeps the
+/// rows and files of each table for the manifest. It can be shared between threads.
+pub struct DatasetBuilder {
+    tmp: PathBuf,
+    target: PathBuf,
+    tables: Mutex<Vec<TableEntry>>,
+    /// The DataFusion session that sorts staging files; made on first use (a snapshot-only
+    /// ingest never needs it).
+    sorter: OnceLock<Result<SessionContext, String>>,
+}
+
+impl DatasetBuilder {
+    /// Starts a dataset of `tables` that will become `target`. Fails if `target` exists and
+    /// `force` is off.
+    pub fn create(target: &Path, force: bool, tables: &[TableDef]) -> Result<DatasetBuilder> {
+        if target.exists() && !force {
+            return Err(MemqError::input(
+                target,
+                Location::None,
+                "already exists; pass --force to replace it",
+            ));
+        }
+        if target.exists() && !is_dataset(target) {
+            return Err(MemqError::input(
+                target,
+                Location::None,
+                "exists and is not a memq dataset; refusing to replace it",
+            ));
+        }
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
+        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
+        }
+        fs::create_dir_all(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
+        let builder = DatasetBuilder {
+            tmp,
+            target: target.to_path_buf(),
+            tables: Mutex::new(
+                tables
+                    .iter()
+                    .map(|t| TableEntry {
+                        name: t.name.to_string(),
+                        rows: 0,
+                        files: Vec::new(),
+                    })
+                    .collect(),
+            ),
+            sorter: OnceLock::new(),
+        };
+        for t in tables {
+            builder.table_dir(t.name)?;
+        }
+        Ok(builder)
+    }
+
+    /// The file of `table` for source `index`.
+    pub fn table_file(&self, table: &str, index: usize) -> Result<PathBuf> {
+        Ok(self.table_dir(table)?.join(format!("{index:04}.parquet")))
+    }
+
+    /// Counts `rows` in `file` (inside the dataset) for `table` in the manifest.
+    pub fn record(&self, table: &str, file: &Path, rows: u64) {
+        let rel = file
+            .strip_prefix(&self.tmp)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        if let Ok(mut tables) = self.tables.lock() {
+            if let Some(t) = tables.iter_mut().find(|t| t.name == table) {
+                t.rows += rows;
+                t.files.push(rel);
+            }
+        }
+    }
+
+    /// The tables with their rows and files so far.
+    pub fn table_entries(&self) -> Vec<TableEntry> {
+        self.tables.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Writes one batch as the whole file of its table for source `index`.
+    pub fn write_table(&self, def: &TableDef, index: usize, batch: &RecordBatch) -> Result<()> {
+        self.write_tables(index, &[(def, batch)])
+    }
+
+    /// Writes each batch as the whole file of its table for source `index`, the files in
+    /// parallel (Parquet encoding and compression are the costly part of a small source): the
+    /// first on this thread, each other one on a thread of its own. Empty batches write nothing.
+    pub fn write_tables(&self, index: usize, tables: &[(&TableDef, &RecordBatch)]) -> Result<()> {
+        let mut files = Vec::new();
+        for (def, batch) in tables {
+            if batch.num_rows() > 0 {
+                files.push((*def, *batch, self.table_file(def.name, index)?));
+            }
+        }
+        let written: Vec<Result<u64>> = std::thread::scope(|scope| {
+            let others: Vec<_> = files
+                .iter()
+                .skip(1)
+                .map(|(def, batch, path)| scope.spawn(move || write_sorted_file(def, batch, path)))
+                .collect();
+            let first = files
+                .first()
+                .map(|(def, batch, path)| write_sorted_file(def, batch, path));
+            first
+                .into_iter()
+                .chain(others.into_iter().map(|thread| {
+                    thread.join().unwrap_or_else(|_| {
+                        Err(MemqError::Query("a writer thread panicked".into()))
+                    })
+                }))
+                .collect()
+        });
+        for ((def, _, path), rows) in files.iter().zip(written) {
+            self.record(def.name, path, rows?);
+        }
+        Ok(())
+    }
+
+    fn sorter(&self) -> Result<SessionContext> {
+        self.sorter
+            .get_or_init(|| sort_context().map_err(|e| e.to_string()))
+            .clone()
+            .map_err(MemqError::Query)
+    }
+
+    /// Sorts a staging file into `def`'s declared order and writes it as the table file of
+    /// source `index` (an empty file when the staging file does not exist); removes the
+    /// staging file. Returns the table file.
+    pub async fn sort_into(&self, staging: &Path, def: &TableDef, index: usize) -> Result<PathBuf> {
+        let out = self.table_file(def.name, index)?;
+        let mut sink = ParquetSink::create_with(
+            &out,
+            def.schema(),
+            writer_properties(Some(sorting_columns(def))),
+        )?;
+        if staging.exists() {
+            let ctx = self.sorter()?;
+            let name = format!("staging_{index}_{}", def.name);
+            ctx.register_parquet(
+                &name,
+                staging.to_string_lossy().as_ref(),
+                ParquetReadOptions::default(),
+            )
+            .await?;
+            let order = def
+                .sort_order
+                .iter()
+                .map(|c| format!("\"{c}\" ASC NULLS LAST"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let df = ctx
+                .sql(&format!("SELECT * FROM {name} ORDER BY {order}"))
+                .await?;
+            let mut stream = df.execute_stream().await?;
+            while let Some(batch) = stream.next().await {
+                sink.write(&batch?)?;
+            }
+            ctx.deregister_table(&name)?;
+            fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
+        }
+        let rows = sink.close()?;
+        self.record(def.name, &out, rows);
+        Ok(out)
+    }
+
+    /// The session of the ingest sorts, for a format's own passes over its staging files.
+    pub fn session(&self) -> Result<SessionContext> {
+        self.sorter()
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The folder of `table` inside the dataset under construction (created on demand).
+    pub fn table_dir(&self, table: &str) -> Result<PathBuf> {
+        let dir = self.tmp.join(table);
+        fs::create_dir_all(&dir).map_err(|e| MemqError::io(&dir, e))?;
+        Ok(dir)
+    }
+
+    /// A scratch folder for intermediate files; removed before the dataset is committed.
+    pub fn staging_dir(&self) -> Result<PathBuf> {
+        let dir = self.tmp.join("_staging");
+        fs::create_dir_all(&dir).map_err(|e| MemqError::io(&dir, e))?;
+        Ok(dir)
+    }
+
+    /// Writes the manifest and renames the folder into place.
+    pub fn commit(self, manifest: &Manifest) -> Result<PathBuf> {
+        let staging = self.tmp.join("_staging");
+        if staging.exists() {
+            fs::remove_dir_all(&staging).map_err(|e| MemqError::io(&staging, e))?;
+        }
+        let manifest_path = self.tmp.join(MANIFEST);
+        let text = serde_json::to_string_pretty(manifest).map_err(MemqError::query)?;
+        fs::write(&manifest_path, text).map_err(|e| MemqError::io(&manifest_path, e))?;
+        if self.target.exists() {
+            let old = self.tmp.with_extension("old");
+            fs::rename(&self.target, &old).map_err(|e| MemqError::io(&self.target, e))?;
+            fs::rename(&self.tmp, &self.target).map_err(|e| MemqError::io(&self.target, e))?;
+            fs::remove_dir_all(&old).map_err(|e| MemqError::io(&old, e))?;
+        } else {
+            fs::rename(&self.tmp, &self.target).map_err(|e| MemqError::io(&self.target, e))?;
+        }
+        Ok(self.target.clone())
+    }
+}
+
+impl Drop for DatasetBuilder {
+    fn drop(&mut self) {
+        // An abandoned build (error or panic) leaves nothing behind.
+        if self.tmp.exists() {
+            let _ = fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// One batch as a whole Parquet file in the table's declared sort order; returns its rows.
+fn write_sorted_file(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result<u64> {
+    let mut sink =
+        ParquetSink::create_with(path, def.schema(), writer_properties(Some(sorting_columns(def))))?;
+    sink.write(batch)?;
+    sink.close()
+}
+
+/// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
+/// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
+/// large enough for wide rows (stacks) keep the external merge inside the budget.
+fn sort_context() -> Result<SessionContext> {
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
+        .build_arc()?;
+    let mut config = SessionConfig::new()
+        .with_target_partitions(1)
+        .with_batch_size(8192);
+    let exec = &mut config.options_mut().execution;
+    exec.sort_spill_reservation_bytes = SORT_MEMORY_BYTES / 8;
+    // Read staging files back with the exact types they were written with (no Utf8View), so the
+    // sorted output matches the table schemas.
+    exec.parquet.schema_force_view_types = false;
+    Ok(SessionContext::new_with_config_rt(config, runtime))
+}
+
+/// A Parquet file being written, batch by batch.
+pub struct ParquetSink {
+    path: PathBuf,
+    writer: ArrowWriter<File>,
+    rows: u64,
+}
+
+impl ParquetSink {
+    pub fn create(path: &Path, schema: SchemaRef) -> Result<ParquetSink> {
+        Self::create_with(path, schema, writer_properties(None))
+    }
+
+    pub fn create_with(
+        path: &Path,
+        schema: SchemaRef,
+        props: WriterProperties,
+    ) -> Result<ParquetSink> {
+        let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
+        let writer = ArrowWriter::try_new(file, schema, Some(props))
+            .map_err(|e| MemqError::input(path, Location::None, e.to_string()))?;
+        Ok(ParquetSink {
+            path: path.to_path_buf(),
+            writer,
+            rows: 0,
+        })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.rows += batch.num_rows() as u64;
+        self.writer
+            .write(batch)
+            .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn close(self) -> Result<u64> {
+        self.writer
+            .close()
+            .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))?;
+        Ok(self.rows)
+    }
+}
+
+/// A [`ParquetSink`] fed from another thread: encoding and compression run beside the parser.
+/// The channel holds at most two batches, so memory stays bounded.
+pub struct BackgroundSink {
+    tx: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+    handle: Option<std::thread::JoinHandle<Result<u64>>>,
+}
+
+impl BackgroundSink {
+    pub fn spawn(sink: ParquetSink) -> BackgroundSink {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(2);
+        let handle = std::thread::spawn(move || {
+            let mut sink = sink;
+            for batch in rx {
+                sink.write(&batch)?;
+            }
+            sink.close()
+        });
+        BackgroundSink {
+            tx: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| tx.send(batch).is_ok())
+            .unwrap_or(false);
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped early: report its error.
+        self.finish()
+            .and_then(|_| Err(MemqError::Query("Parquet writer stopped".into())))
+    }
+
+    fn finish(&mut self) -> Result<u64> {
+        self.tx.take();
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(MemqError::Query("Parquet writer thread panicked".into()))),
+            None => Ok(0),
+        }
+    }
+
+    /// Waits for every batch to be written and closes the file.
+    pub fn close(mut self) -> Result<u64> {
+        self.finish()
+    }
+}
+
+impl Drop for BackgroundSink {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}

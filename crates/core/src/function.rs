@@ -1,0 +1,133 @@
+//! A small frame for memq's scalar SQL functions: a function is a name, a fixed argument
+//! count, a return type and a body over whole arrays. Formats and the engine declare theirs
+//! with [`scalar`].
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::Result as DfResult;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+use crate::format::Function;
+
+/// The body of a function: its argument arrays (scalars expanded) to the result array.
+pub type Body = fn(&[ArrayRef]) -> DfResult<ArrayRef>;
+
+/// A scalar function over whole arrays with a fixed argument count and return type.
+#[derive(Debug)]
+pub struct MemqUdf {
+    name: &'static str,
+    signature: Signature,
+    returns: DataType,
+    body: Body,
+}
+
+impl PartialEq for MemqUdf {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+impl Eq for MemqUdf {}
+impl std::hash::Hash for MemqUdf {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for MemqUdf {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(self.returns.clone())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let out = (self.body)(&arrays)?;
+        if all_scalar && out.len() == 1 {
+            return Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::try_from_array(&out, 0)?,
+            ));
+        }
+        Ok(ColumnarValue::Array(out))
+    }
+}
+
+/// A documented scalar function of `args` arguments returning `returns`.
+pub fn scalar(
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    args: usize,
+    returns: DataType,
+    body: Body,
+) -> Function {
+    let udf = MemqUdf {
+        name,
+        signature: Signature::any(args, Volatility::Immutable),
+        returns,
+        body,
+    };
+    Function {
+        udf: ScalarUDF::new_from_impl(udf),
+        usage,
+        doc,
+    }
+}
+
+pub fn strings(a: &ArrayRef) -> DfResult<StringArray> {
+    Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+pub fn ints(a: &ArrayRef) -> DfResult<Int64Array> {
+    Ok(cast(a, &DataType::Int64)?
+        .as_primitive::<Int64Type>()
+        .clone())
+}
+
+pub fn map_str(a: &ArrayRef, f: impl Fn(&str) -> Option<String>) -> DfResult<ArrayRef> {
+    let s = strings(a)?;
+    let out: StringArray = s.iter().map(|v| v.and_then(&f)).collect();
+    Ok(Arc::new(out))
+}
+
+/// Bytes in IEC units with two decimals: `512 B`, `1.50 KiB`, `16.00 MiB`.
+pub fn format_bytes(n: i64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let neg = n < 0;
+    let mut v = n.unsigned_abs() as f64;
+    if v < 1024.0 {
+        return format!("{n} B");
+    }
+    let mut unit = 0;
+    v /= 1024.0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{}{v:.2} {}", if neg { "-" } else { "" }, UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_are_formatted_in_iec_units() {
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(16 * 1024 * 1024), "16.00 MiB");
+        assert_eq!(format_bytes(-2048), "-2.00 KiB");
+    }
+}

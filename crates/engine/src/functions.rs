@@ -1,0 +1,91 @@
+//! memq's display functions, for every format: bytes, addresses and stack frames. Each has a
+//! doc string that `memq functions` and `\\df` print.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, UInt64Type};
+use datafusion::common::{exec_err, Result as DfResult};
+use memq_core::format::Function;
+use memq_core::function::{format_bytes, ints, scalar, strings};
+
+fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let n = ints(&args[0])?;
+    let out: StringArray = n.iter().map(|v| v.map(format_bytes)).collect();
+    Ok(Arc::new(out))
+}
+
+fn hex(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let a = &args[0];
+    let values = match a.data_type() {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+            let i = ints(a)?;
+            i.iter().map(|v| v.map(|v| v as u64)).collect::<Vec<_>>()
+        }
+        DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Null => {
+            let u = cast(a, &DataType::UInt64)?;
+            u.as_primitive::<UInt64Type>().iter().collect()
+        }
+        other => return exec_err!("hex() takes an integer, not {other}"),
+    };
+    let out: StringArray = values
+        .into_iter()
+        .map(|v| v.map(|v| format!("0x{v:016x}")))
+        .collect();
+    Ok(Arc::new(out))
+}
+
+fn stack_frame(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let (stacks, n) = (strings(&args[0])?, ints(&args[1])?);
+    let out: StringArray = (0..stacks.len())
+        .map(|i| {
+            if stacks.is_null(i) || n.is_null(i) {
+                return None;
+            }
+            let k = usize::try_from(n.value(i)).ok()?.checked_sub(1)?;
+            stacks
+                .value(i)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .nth(k)
+                .map(str::to_string)
+        })
+        .collect();
+    Ok(Arc::new(out))
+}
+
+/// The engine's own functions, in listing order.
+pub fn functions() -> Vec<Function> {
+    vec![
+        scalar(
+            "fmt_bytes",
+            "fmt_bytes(n) -> VARCHAR",
+            "Bytes in IEC units with two decimals: 512 B, 1.50 KiB, 16.00 MiB, 1.25 GiB.",
+            1,
+            DataType::Utf8,
+            fmt_bytes,
+        ),
+        scalar(
+            "hex",
+            "hex(n) -> VARCHAR",
+            "An address as 0x followed by 16 lowercase hex digits, the way msMemScope writes Ptr.",
+            1,
+            DataType::Utf8,
+            hex,
+        ),
+        scalar(
+            "stack_frame",
+            "stack_frame(stack, n) -> VARCHAR",
+            "Frame n (1 = innermost) of a call stack text, trimmed; NULL when the stack is shorter.",
+            2,
+            DataType::Utf8,
+            stack_frame,
+        ),
+    ]
+}

@@ -1,0 +1,157 @@
+//! The query engine: one DataFusion `SessionContext` per process with the dataset's tables,
+//! the formats' functions and SQL library (views and table functions) registered. It knows the
+//! formats only through the [`Catalog`] it is given.
+
+pub mod functions;
+pub mod library;
+pub mod units;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::view::ViewTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::SortExpr;
+use datafusion::prelude::{col, DataFrame, SessionConfig, SessionContext};
+
+use memq_core::catalog::TableDef;
+use memq_core::dataset::{self, Manifest};
+use memq_core::error::{Location, MemqError, Result};
+use memq_core::format::{Catalog, Function};
+
+/// Memory the engine may use before spilling (override with MEMQ_MEMORY_LIMIT_MB).
+fn memory_limit() -> usize {
+    std::env::var("MEMQ_MEMORY_LIMIT_MB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|mb| mb << 20)
+        .unwrap_or(8 << 30)
+}
+
+pub struct Engine {
+    pub ctx: SessionContext,
+    pub dataset: PathBuf,
+    pub manifest: Manifest,
+    pub catalog: Catalog,
+}
+
+/// Every SQL function: the engine's display functions, then each format's.
+pub fn all_functions(catalog: &Catalog) -> Vec<Function> {
+    let mut all = functions::functions();
+    all.extend(catalog.functions());
+    all
+}
+
+impl Engine {
+    /// Opens a dataset folder and registers everything `catalog` declares.
+    pub async fn open(dataset: &Path, catalog: &Catalog) -> Result<Engine> {
+        if !dataset::is_dataset(dataset) {
+            return Err(MemqError::input(
+                dataset,
+                Location::None,
+                "not a memq dataset (no manifest.json)",
+            ));
+        }
+        let manifest = Manifest::read(dataset)?;
+        if manifest.schema_version != dataset::SCHEMA_VERSION {
+            return Err(MemqError::input(
+                dataset,
+                Location::None,
+                format!(
+                    "dataset schema version {} (this memq reads {}); ingest the sources again",
+                    manifest.schema_version,
+                    dataset::SCHEMA_VERSION
+                ),
+            ));
+        }
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_limit(memory_limit(), 1.0)
+            .build_arc()?;
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema("memq", "main");
+        // Files can be queried by path too: `SELECT * FROM 'out.parquet'`.
+        let ctx = SessionContext::new_with_config_rt(config, runtime).enable_url_table();
+        for def in catalog.tables() {
+            register_table(&ctx, dataset, &def).await?;
+        }
+        for f in all_functions(catalog) {
+            ctx.register_udf(f.udf);
+        }
+        register_library(&ctx, &library::analyses(&catalog.sql_files())).await?;
+        Ok(Engine {
+            ctx,
+            dataset: dataset.to_path_buf(),
+            manifest,
+            catalog: catalog.clone(),
+        })
+    }
+
+    /// The canned analyses of the catalog's formats.
+    pub fn analyses(&self) -> Vec<library::Analysis> {
+        library::analyses(&self.catalog.sql_files())
+    }
+
+    /// Plans one statement.
+    pub async fn dataframe(&self, sql: &str) -> Result<DataFrame> {
+        Ok(self.ctx.sql(sql).await?)
+    }
+
+    /// Runs one statement and collects its result.
+    pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        Ok(self.dataframe(sql).await?.collect().await?)
+    }
+}
+
+async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) -> Result<()> {
+    let dir = dataset.join(def.name);
+    std::fs::create_dir_all(&dir).ok();
+    let url = ListingTableUrl::parse(format!(
+        "{}/",
+        dir.canonicalize().unwrap_or(dir.clone()).display()
+    ))?;
+    let order: Vec<SortExpr> = def
+        .sort_order
+        .iter()
+        .map(|c| col(*c).sort(true, false))
+        .collect();
+    let mut options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    if !order.is_empty() {
+        options = options.with_file_sort_order(vec![order]);
+    }
+    let config = ListingTableConfig::new(url)
+        .with_listing_options(options)
+        .with_schema(def.schema());
+    let table = ListingTable::try_new(config)?;
+    ctx.register_table(def.name, Arc::new(table))?;
+    Ok(())
+}
+
+/// Registers every analysis: the table functions (planned when called), then the views in
+/// dependency order (each after the analyses its query reads), each with the units of its
+/// `@column` lines in its schema. An error names the file.
+async fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) -> Result<()> {
+    for a in analyses.iter().filter(|a| a.is_table_function()) {
+        ctx.register_udtf(
+            &a.name,
+            Arc::new(library::SqlTableFunction {
+                analysis: a.clone(),
+            }),
+        );
+    }
+    let order = library::topological(analyses).map_err(MemqError::Query)?;
+    for a in order.into_iter().filter(|a| !a.is_table_function()) {
+        let state = ctx.state();
+        let plan = library::plan(&state, a, Default::default())
+            .await
+            .map_err(|e| MemqError::Query(format!("sql/{}: {e}", a.path)))?;
+        ctx.register_table(a.name.as_str(), Arc::new(ViewTable::new(plan, Some(a.body.clone()))))?;
+    }
+    Ok(())
+}

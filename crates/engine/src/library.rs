@@ -1,0 +1,547 @@
+//! The SQL library: every `sql/**/*.sql` file is one analysis, compiled into the binary.
+//!
+//! A file opens with a comment block, then the query:
+//!
+//! ```sql
+//! -- peaks: the peak of each counter, per pool.
+//! --
+//! -- Any further description lines.
+//! --
+//! -- @param ts BIGINT              the moment to look at, ns
+//! -- @param pool VARCHAR = 'HAL'   pool to decompose
+//! -- @column peak_bytes            bytes: the highest value of the counter
+//! SELECT ...
+//! ```
+//!
+//! A file without `@param` lines becomes a view named after the file; one with parameters
+//! becomes a table function whose arguments are bound, in order, to the `$name` placeholders of
+//! the query as typed literal values (a value can never change the statement's structure).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::catalog::view::ViewTable;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::execution::session_state::SessionState;
+use datafusion::common::metadata::FieldMetadata;
+use datafusion::common::Column;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::sqlparser::ast::visit_relations;
+use std::ops::ControlFlow;
+
+use memq_core::catalog::Unit;
+use memq_core::format::SqlFile;
+
+#[derive(Debug, Clone)]
+pub struct Param {
+    pub name: String,
+    pub data_type: DataType,
+    pub sql_type: String,
+    pub default: Option<String>,
+    pub doc: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub name: String,
+    /// Path below `sql/`, e.g. `memscope/peaks.sql`.
+    pub path: String,
+    /// The one-line summary.
+    pub summary: String,
+    /// The whole description (summary included).
+    pub doc: String,
+    pub params: Vec<Param>,
+    /// Every output column, in order.
+    pub columns: Vec<ColumnDoc>,
+    /// `@private`: a helper other analyses build on, not an answer of its own (not listed by
+    /// `memq views` or `\dv`, not exported by default; still queryable).
+    pub private: bool,
+    pub body: String,
+}
+
+/// One `@column NAME TYPE [UNIT:] description` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDoc {
+    pub name: String,
+    /// The SQL type as declared (`BIGINT`, `VARCHAR`, `DOUBLE`, `BOOLEAN`, `VARCHAR[]`, ...);
+    /// checked against the planned result by [`check`].
+    pub sql_type: String,
+    pub unit: Unit,
+    pub doc: String,
+}
+
+impl Analysis {
+    pub fn is_table_function(&self) -> bool {
+        !self.params.is_empty()
+    }
+
+    /// How to call it: `peaks` or `breakdown_at(ts [, pool])`.
+    pub fn call_form(&self) -> String {
+        if !self.is_table_function() {
+            return self.name.clone();
+        }
+        let mut s = format!("{}(", self.name);
+        let mut optional = 0;
+        for (i, p) in self.params.iter().enumerate() {
+            if p.default.is_some() {
+                s.push_str(if i == 0 { "[" } else { " [, " });
+                optional += 1;
+            } else if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&p.name);
+        }
+        s.push_str(&"]".repeat(optional));
+        s.push(')');
+        s
+    }
+}
+
+fn sql_type(name: &str) -> Option<DataType> {
+    Some(match name.to_ascii_uppercase().as_str() {
+        "BIGINT" | "INT" | "INTEGER" => DataType::Int64,
+        "DOUBLE" | "FLOAT" => DataType::Float64,
+        "VARCHAR" | "TEXT" | "STRING" => DataType::Utf8,
+        "BOOLEAN" => DataType::Boolean,
+        _ => return None,
+    })
+}
+
+/// Parses one library file. Errors name the file and the bad line.
+pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
+    let name = path
+        .rsplit('/')
+        .next()
+        .and_then(|f| f.strip_suffix(".sql"))
+        .ok_or_else(|| format!("sql/{path}: not a .sql file"))?
+        .to_string();
+    let mut doc_lines = Vec::new();
+    let mut params = Vec::new();
+    let mut columns = Vec::new();
+    let mut private = false;
+    let mut body_start = text.len();
+    let mut offset = 0;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let t = line.trim();
+        let Some(comment) = t.strip_prefix("--") else {
+            if !t.is_empty() {
+                body_start = offset;
+                break;
+            }
+            offset += line.len();
+            continue;
+        };
+        offset += line.len();
+        let comment = comment.strip_prefix(' ').unwrap_or(comment).trim_end();
+        if let Some(p) = comment.strip_prefix("@param ") {
+            let mut words = p.split_whitespace();
+            let (Some(pname), Some(ptype)) = (words.next(), words.next()) else {
+                return Err(format!(
+                    "sql/{path}:{}: `@param NAME TYPE [= DEFAULT] description`",
+                    n + 1
+                ));
+            };
+            let data_type = sql_type(ptype)
+                .ok_or_else(|| format!("sql/{path}:{}: unknown type {ptype}", n + 1))?;
+            let rest: String = words.collect::<Vec<_>>().join(" ");
+            let (default, doc) = match rest.strip_prefix("= ") {
+                Some(r) => {
+                    let (d, doc) = r.split_once(' ').unwrap_or((r, ""));
+                    (Some(d.to_string()), doc.trim().to_string())
+                }
+                None => (None, rest),
+            };
+            params.push(Param {
+                name: pname.to_string(),
+                data_type,
+                sql_type: ptype.to_uppercase(),
+                default,
+                doc,
+            });
+        } else if let Some(c) = comment.strip_prefix("@column ") {
+            columns.push(parse_column(c).map_err(|e| format!("sql/{path}:{}: {e}", n + 1))?);
+        } else if comment.starts_with("@private") {
+            private = true;
+        } else {
+            doc_lines.push(comment.to_string());
+        }
+    }
+    let body = text[body_start..]
+        .trim()
+        .trim_end_matches(';')
+        .trim()
+        .to_string();
+    if body.is_empty() {
+        return Err(format!("sql/{path}: no query after the comment block"));
+    }
+    while doc_lines.last().is_some_and(|l| l.is_empty()) {
+        doc_lines.pop();
+    }
+    let first = doc_lines.first().cloned().unwrap_or_default();
+    let summary = first
+        .strip_prefix(&format!("{name}:"))
+        .map(str::trim)
+        .unwrap_or(&first)
+        .to_string();
+    if summary.is_empty() {
+        return Err(format!(
+            "sql/{path}: the comment block must open with `-- {name}: what it answers`"
+        ));
+    }
+    Ok(Analysis {
+        name,
+        path: path.to_string(),
+        summary,
+        doc: doc_lines.join("\n"),
+        params,
+        columns,
+        private,
+        body,
+    })
+}
+
+/// `NAME TYPE [UNIT:] description`.
+fn parse_column(text: &str) -> Result<ColumnDoc, String> {
+    let usage = "`@column NAME TYPE [UNIT:] description`";
+    let text = text.trim();
+    let (name, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    let rest = rest.trim_start();
+    let (sql_type, rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() || !is_sql_type(sql_type) {
+        return Err(format!(
+            "{usage}: `{sql_type}` is not a type (BIGINT, INT, UBIGINT, DOUBLE, VARCHAR, BOOLEAN, BLOB, STRUCT, or T[])"
+        ));
+    }
+    let rest = rest.trim();
+    let (unit, doc) = match rest.split_once(':') {
+        Some((u, doc)) if Unit::parse(u).is_some() => (Unit::parse(u).unwrap_or(Unit::None), doc.trim()),
+        _ => (Unit::None, rest),
+    };
+    if doc.is_empty() {
+        return Err(format!("column {name} has no description"));
+    }
+    Ok(ColumnDoc {
+        name: name.to_string(),
+        sql_type: sql_type.to_string(),
+        unit,
+        doc: doc.to_string(),
+    })
+}
+
+impl ColumnDoc {
+    /// The description with its unit, as the file writes it: `bytes: highest live bytes`.
+    pub fn described(&self) -> String {
+        match self.unit {
+            Unit::None => self.doc.clone(),
+            u => format!("{}: {}", u.name(), self.doc),
+        }
+    }
+}
+
+fn is_sql_type(t: &str) -> bool {
+    let base = t.strip_suffix("[]").unwrap_or(t);
+    matches!(
+        base,
+        "BIGINT" | "INT" | "UBIGINT" | "DOUBLE" | "VARCHAR" | "BOOLEAN" | "BLOB" | "STRUCT"
+    )
+}
+
+/// The SQL type name memq's docs use for an Arrow type.
+pub fn sql_type_name(t: &DataType) -> String {
+    match t {
+        DataType::Int64 => "BIGINT".into(),
+        DataType::Int32 | DataType::Int16 | DataType::Int8 => "INT".into(),
+        DataType::UInt64 | DataType::UInt32 | DataType::UInt16 | DataType::UInt8 => {
+            "UBIGINT".into()
+        }
+        DataType::Float64 | DataType::Float32 => "DOUBLE".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR".into(),
+        DataType::Boolean => "BOOLEAN".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BLOB".into(),
+        DataType::List(f) | DataType::LargeList(f) => format!("{}[]", sql_type_name(f.data_type())),
+        DataType::Struct(_) => "STRUCT".into(),
+        DataType::Null => "NULL".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Every analysis of `files` (the formats' libraries, compiled into the binary).
+pub fn analyses(files: &[SqlFile]) -> Vec<Analysis> {
+    files
+        .iter()
+        .map(|f| {
+            parse(f.path, f.text)
+                .unwrap_or_else(|e| panic!("bad library file (a build-time bug): {e}"))
+        })
+        .collect()
+}
+
+/// A parameterised analysis as a DataFusion table function.
+#[derive(Debug)]
+pub struct SqlTableFunction {
+    pub analysis: Analysis,
+}
+
+fn literal(e: &Expr) -> Option<ScalarValue> {
+    match e {
+        Expr::Literal(v, _) => Some(v.clone()),
+        Expr::Negative(inner) => match literal(inner)? {
+            ScalarValue::Int64(Some(v)) => Some(ScalarValue::Int64(Some(-v))),
+            ScalarValue::Float64(Some(v)) => Some(ScalarValue::Float64(Some(-v))),
+            _ => None,
+        },
+        Expr::Cast(c) => literal(&c.expr)?.cast_to(c.field.data_type()).ok(),
+        _ => None,
+    }
+}
+
+/// Binds arguments (and defaults) to the analysis's parameters as typed values.
+pub fn bind(analysis: &Analysis, args: &[ScalarValue]) -> DfResult<HashMap<String, ScalarValue>> {
+    if args.len() > analysis.params.len() {
+        return plan_err!(
+            "{} takes at most {} argument(s): {}",
+            analysis.name,
+            analysis.params.len(),
+            analysis.call_form()
+        );
+    }
+    let mut values = HashMap::new();
+    for (i, p) in analysis.params.iter().enumerate() {
+        let value = match args.get(i) {
+            Some(v) => v.clone(),
+            None => match &p.default {
+                Some(d) => default_value(d, &p.data_type)?,
+                None => {
+                    return plan_err!(
+                        "{} needs argument `{}`: {}",
+                        analysis.name,
+                        p.name,
+                        analysis.call_form()
+                    )
+                }
+            },
+        };
+        let value = if value.is_null() {
+            ScalarValue::try_from(&p.data_type)?
+        } else {
+            value.cast_to(&p.data_type).map_err(|_| {
+                DataFusionError::Plan(format!(
+                    "{}: argument `{}` must be {}, got {value}",
+                    analysis.name, p.name, p.sql_type
+                ))
+            })?
+        };
+        values.insert(p.name.clone(), value);
+    }
+    Ok(values)
+}
+
+fn default_value(text: &str, data_type: &DataType) -> DfResult<ScalarValue> {
+    if text.eq_ignore_ascii_case("NULL") {
+        return ScalarValue::try_from(data_type);
+    }
+    let unquoted = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''));
+    match unquoted {
+        Some(s) => Ok(ScalarValue::Utf8(Some(s.to_string()))),
+        None => ScalarValue::try_from_string(text.to_string(), data_type),
+    }
+}
+
+/// Plans an analysis with bound parameter values.
+pub async fn plan(
+    state: &SessionState,
+    analysis: &Analysis,
+    values: HashMap<String, ScalarValue>,
+) -> DfResult<LogicalPlan> {
+    let plan = state
+        .create_logical_plan(&analysis.body)
+        .await?
+        .with_param_values(values)?;
+    check(analysis, plan.schema())?;
+    annotate(plan, &analysis.columns)
+}
+
+/// Checks a planned analysis against its `@column` lines: the same columns, in order, of the
+/// declared types. The error names the file and the first difference.
+pub fn check(analysis: &Analysis, schema: &datafusion::common::DFSchema) -> DfResult<()> {
+    let planned: Vec<(String, String)> = schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), sql_type_name(f.data_type())))
+        .collect();
+    let declared: Vec<(String, String)> = analysis
+        .columns
+        .iter()
+        .map(|c| (c.name.clone(), c.sql_type.clone()))
+        .collect();
+    // A column that only echoes a parameter is typed NULL until the value is bound.
+    let matches = planned.len() == declared.len()
+        && planned
+            .iter()
+            .zip(&declared)
+            .all(|(p, d)| p.0 == d.0 && (p.1 == d.1 || p.1 == "NULL"));
+    if matches {
+        return Ok(());
+    }
+    let first = planned
+        .iter()
+        .zip(&declared)
+        .find(|(p, d)| p != d)
+        .map(|(p, d)| format!("the query gives {} {}, the docs declare {} {}", p.0, p.1, d.0, d.1))
+        .unwrap_or_else(|| {
+            format!(
+                "the query gives {} columns, the docs declare {}",
+                planned.len(),
+                declared.len()
+            )
+        });
+    plan_err!("@column lines do not match the query: {first}")
+}
+
+/// Adds a final projection that gives each output column the unit its `@column` line declares,
+/// as Arrow field metadata, so printers and writers downstream know bytes and times.
+pub fn annotate(plan: LogicalPlan, columns: &[ColumnDoc]) -> DfResult<LogicalPlan> {
+    if columns.iter().all(|c| c.unit == Unit::None) {
+        return Ok(plan);
+    }
+    let exprs: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| {
+            let column = Expr::Column(Column::from((qualifier, field)));
+            match columns.iter().find(|c| &c.name == field.name()) {
+                Some(c) if c.unit != Unit::None => column.alias_with_metadata(
+                    field.name(),
+                    Some(FieldMetadata::from(c.unit.metadata())),
+                ),
+                _ => column,
+            }
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan).project(exprs)?.build()
+}
+
+/// The other analyses an analysis's query reads (by name, from its parsed SQL).
+pub fn dependencies(analysis: &Analysis, names: &[&str]) -> DfResult<Vec<String>> {
+    let statements = DFParser::parse_sql(&analysis.body)?;
+    let mut deps = Vec::new();
+    for s in &statements {
+        if let datafusion::sql::parser::Statement::Statement(s) = s {
+            let _ = visit_relations(s.as_ref(), |relation| {
+                if let Some(last) = relation.0.last().and_then(|p| p.as_ident()) {
+                    let n = last.value.as_str();
+                    if n != analysis.name && names.contains(&n) && !deps.iter().any(|d| d == n) {
+                        deps.push(n.to_string());
+                    }
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+    }
+    Ok(deps)
+}
+
+/// The analyses in an order where each comes after those it reads; a cycle is an error naming
+/// its files.
+pub fn topological(analyses: &[Analysis]) -> Result<Vec<&Analysis>, String> {
+    let names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
+    let mut deps = HashMap::new();
+    for a in analyses {
+        let d = dependencies(a, &names).map_err(|e| format!("sql/{}: {e}", a.path))?;
+        deps.insert(a.name.as_str(), d);
+    }
+    let mut order: Vec<&Analysis> = Vec::new();
+    let mut state: HashMap<&str, u8> = HashMap::new(); // 1 = visiting, 2 = done
+    fn visit<'a>(
+        a: &'a Analysis,
+        all: &'a [Analysis],
+        deps: &HashMap<&str, Vec<String>>,
+        state: &mut HashMap<&'a str, u8>,
+        order: &mut Vec<&'a Analysis>,
+        path: &mut Vec<&'a str>,
+    ) -> Result<(), String> {
+        match state.get(a.name.as_str()) {
+            Some(2) => return Ok(()),
+            Some(_) => {
+                path.push(&a.name);
+                return Err(format!("the SQL library has a cycle: {}", path.join(" -> ")));
+            }
+            None => {}
+        }
+        state.insert(&a.name, 1);
+        path.push(&a.name);
+        for d in &deps[a.name.as_str()] {
+            if let Some(dep) = all.iter().find(|x| &x.name == d) {
+                visit(dep, all, deps, state, order, path)?;
+            }
+        }
+        path.pop();
+        state.insert(&a.name, 2);
+        order.push(a);
+        Ok(())
+    }
+    for a in analyses {
+        visit(a, analyses, &deps, &mut state, &mut order, &mut Vec::new())?;
+    }
+    Ok(order)
+}
+
+impl TableFunctionImpl for SqlTableFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let mut values = Vec::new();
+        for (i, e) in args.exprs().iter().enumerate() {
+            match literal(e) {
+                Some(v) => values.push(v),
+                None => {
+                    return plan_err!(
+                        "{}: argument {} must be a constant (got {e})",
+                        self.analysis.name,
+                        i + 1
+                    )
+                }
+            }
+        }
+        let bound = bind(&self.analysis, &values)?;
+        let Some(state) = args.session().as_any().downcast_ref::<SessionState>() else {
+            return plan_err!("{}: no session state", self.analysis.name);
+        };
+        // Planning only resolves tables registered in memory, so it completes without I/O.
+        let plan = futures::executor::block_on(plan(state, &self.analysis, bound))?;
+        Ok(Arc::new(ViewTable::new(plan, None)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doc_block_is_parsed() {
+        let text = "-- breakdown_at: what was live at ts.\n--\n-- More text.\n--\n-- @param ts BIGINT the moment, ns\n-- @param pool VARCHAR = 'HAL' pool\n-- @column bytes BIGINT bytes: live bytes\n-- @private\nSELECT $ts AS t, $pool AS p;\n";
+        let a = parse("memscope/breakdown_at.sql", text).unwrap();
+        assert_eq!(a.name, "breakdown_at");
+        assert_eq!(a.summary, "what was live at ts.");
+        assert_eq!(a.params.len(), 2);
+        assert_eq!(a.params[1].default.as_deref(), Some("'HAL'"));
+        assert_eq!(
+            a.columns,
+            vec![ColumnDoc {
+                name: "bytes".into(),
+                sql_type: "BIGINT".into(),
+                unit: Unit::Bytes,
+                doc: "live bytes".into(),
+            }]
+        );
+        assert!(a.private);
+        assert!(parse("x/y.sql", "-- y: z\n-- @column c\nSELECT 1").is_err());
+        assert_eq!(a.body, "SELECT $ts AS t, $pool AS p");
+        assert_eq!(a.call_form(), "breakdown_at(ts [, pool])");
+        let bound = bind(&a, &[ScalarValue::Int64(Some(5))]).unwrap();
+        assert_eq!(bound["pool"], ScalarValue::Utf8(Some("HAL".into())));
+        assert!(bind(&a, &[]).is_err());
+    }
+
+}

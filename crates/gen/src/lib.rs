@@ -1,0 +1,273 @@
+//! `memq-gen`: a generator of realistic msMemScope G3 output trees, with ground truth.
+//!
+//! The generator simulates a training job per process (one or more NPUs each): HAL driver
+//! segments (HCCL CCL buffers, runtime, GE, AICPU), a PTA caching pool growing by HAL segments
+//! (`CANN@APP`), an fsdp2-style model (weights, all-gather outputs, activations, gradients,
+//! AdamW state), pinned host staging buffers, steps marked by `SYSTEM/STEP` and MSTX ranges,
+//! op/kernel launches, ACCESS rows, call stacks, snapshots, a stop period with the shadow
+//! mechanism (§5.5), an injected leak and an optional OOM ending. It writes the tool's output
+//! tree in the tool's own row order (§2.8) and quoting (§2.9), or the tool's db (§4.1), and
+//! returns a [`Truth`] computed from the simulation state.
+//!
+//! Layout of one run:
+//! ```text
+//! <out>/truth.json
+//! <out>/msmemscope_<PID>_<YYYYmmddHHMMSS>_ascend/
+//!     config.json
+//!     msmemscope_logs/msmemscope_<ts>.log
+//!     device_<N>/dump/memscope_dump_<ts>.csv|db   (+ python_trace_<ts>.csv for csv)
+//!     device_cpu/dump/memscope_dump_<ts>.csv|db
+//!     compare/memory_compare_<ts>.csv             (when `compare`)
+//! ```
+
+pub mod out;
+pub mod rng;
+mod sim;
+pub mod text;
+pub mod truth;
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use truth::Truth;
+
+use memq_core::error::{MemqError, Result};
+
+/// The seed used by `--small` and by default.
+pub const DEFAULT_SEED: u64 = 20_251_205;
+
+/// Output format: the tool's CSV tree or its SQLite db (§4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Csv,
+    Db,
+}
+
+/// `msmemscope.stop()` right before step `stop_before_step` and `start()` right before step
+/// `start_before_step` (steps in between run in shadow mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopPeriod {
+    pub stop_before_step: u32,
+    pub start_before_step: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenConfig {
+    pub seed: u64,
+    /// NPUs in total (device ids 0..devices).
+    pub devices: u32,
+    /// Processes (project folders); NPU `d` belongs to process `d % processes`.
+    pub processes: u32,
+    pub steps: u32,
+    /// Model layers (each layer is ~43 rows per step and device).
+    pub layers: u32,
+    /// Leak injected on every NPU: one `PTA@loss_history` block per collected step, never
+    /// freed, sizes summing to this many bytes (rounded up to 512).
+    pub leak_bytes: u64,
+    /// End the job with an OOM on the first NPU of each process in the last step.
+    pub oom: bool,
+    pub format: Format,
+    /// Simulated wall clock at process start (ns since the Unix epoch; names use UTC).
+    pub start_time_ns: u64,
+    pub stop_period: Option<StopPeriod>,
+    /// Call `stop()` after the last step (exit fill-ins then carry `stop + 1`).
+    pub end_stopped: bool,
+    /// Deferred mode with runtime allocations before the first `start()` (promoted stock rows).
+    pub pre_start_blocks: bool,
+    pub host_pinned: bool,
+    pub python_trace: bool,
+    /// Write `compare/memory_compare_<ts>.csv` (first two collected steps of the first NPU).
+    pub compare: bool,
+    pub access_rows: bool,
+    pub stacks: bool,
+    /// Emit KERNEL_EXECUTE_START/END rows after matmul launches.
+    pub kernel_execute: bool,
+    /// Odd-numbered steps' snapshots use the doc spelling (`total_mem,free_mem,...`).
+    pub doc_snapshot_spelling: bool,
+    /// A HAL runtime block freed through an unhooked path and its address reused (rule 5).
+    pub residual_reuse: bool,
+    pub empty_cache_after_step: Option<u32>,
+    pub snapshot_every: u32,
+    pub oom_top_k: u32,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            seed: DEFAULT_SEED,
+            devices: 2,
+            processes: 1,
+            steps: 8,
+            layers: 8,
+            leak_bytes: 0,
+            oom: false,
+            format: Format::Csv,
+            start_time_ns: 1_764_900_000_000_000_000,
+            stop_period: Some(StopPeriod {
+                stop_before_step: 4,
+                start_before_step: 5,
+            }),
+            end_stopped: false,
+            pre_start_blocks: true,
+            host_pinned: true,
+            python_trace: true,
+            compare: false,
+            access_rows: true,
+            stacks: true,
+            kernel_execute: true,
+            doc_snapshot_spelling: false,
+            residual_reuse: true,
+            empty_cache_after_step: Some(1),
+            snapshot_every: 1,
+            oom_top_k: 10,
+        }
+    }
+}
+
+/// Rows per layer per step and device, and per step and device outside the layers (measured).
+const ROWS_PER_LAYER: u64 = 43;
+const ROWS_PER_STEP: u64 = 40;
+
+impl GenConfig {
+    /// The committed fixture `fixtures/memscope/g3_run/`: 2 NPUs + device_cpu, a few hundred
+    /// rows per file, one stop period, a leak, an OOM at the end, a compare csv.
+    pub fn small() -> GenConfig {
+        GenConfig {
+            steps: 5,
+            layers: 2,
+            leak_bytes: 12 * 1024 * 1024,
+            oom: true,
+            stop_period: Some(StopPeriod {
+                stop_before_step: 3,
+                start_before_step: 4,
+            }),
+            compare: true,
+            doc_snapshot_spelling: true,
+            oom_top_k: 5,
+            ..GenConfig::default()
+        }
+    }
+
+    /// A stop period of one step in the middle of the run (none for fewer than 4 steps).
+    pub fn mid_stop(steps: u32) -> Option<StopPeriod> {
+        (steps >= 4).then(|| StopPeriod {
+            stop_before_step: steps / 2,
+            start_before_step: steps / 2 + 1,
+        })
+    }
+
+    /// Picks layers (and, unless `fixed_steps`, steps) so the dump has about `events` rows.
+    pub fn scale_to_events(&mut self, events: u64, fixed_steps: bool) {
+        let per_dev = (events / self.devices.max(1) as u64).max(1);
+        if !fixed_steps {
+            let layers = 64u64;
+            let steps = per_dev / (layers * ROWS_PER_LAYER + ROWS_PER_STEP);
+            self.steps = steps.clamp(4, 1_000_000) as u32;
+        }
+        let per_step = per_dev / self.steps.max(1) as u64;
+        self.layers = (per_step.saturating_sub(ROWS_PER_STEP) / ROWS_PER_LAYER).clamp(1, 64) as u32;
+        if !fixed_steps {
+            // Fix up steps for the layer count actually chosen.
+            let steps = per_dev / (self.layers as u64 * ROWS_PER_LAYER + ROWS_PER_STEP);
+            self.steps = steps.clamp(4, 1_000_000) as u32;
+        }
+        self.stop_period = self.stop_period.and(Self::mid_stop(self.steps));
+        self.snapshot_every = (self.steps / 20).max(1);
+    }
+
+    /// True when step `s` runs inside the stop period (its rows are not collected).
+    pub fn step_stopped(&self, s: u32) -> bool {
+        match self.stop_period {
+            Some(p) => s >= p.stop_before_step && s < p.start_before_step,
+            None => false,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(MemqError::Usage(format!("memq-gen: {m}")));
+        if self.devices == 0 || self.devices > 32 {
+            return bad("--devices must be 1..=32");
+        }
+        if self.processes == 0 || self.processes > self.devices {
+            return bad("--processes must be 1..=devices");
+        }
+        if self.steps == 0 {
+            return bad("--steps must be at least 1");
+        }
+        if self.layers == 0 {
+            return bad("--layers must be at least 1");
+        }
+        if let Some(p) = self.stop_period {
+            if p.stop_before_step == 0 || p.start_before_step <= p.stop_before_step {
+                return bad("stop period must satisfy 1 <= stop < start");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Generates the output tree under `out` (created if needed) and writes `out/truth.json`.
+pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
+    cfg.validate()?;
+    fs::create_dir_all(out).map_err(|e| MemqError::io(out, e))?;
+    let base_pid = 2_000_000 + (rng::mix(cfg.seed) % 1_000_000) as u32;
+    let mut t = Truth {
+        generator: "memq-gen/1".to_string(),
+        config: cfg.clone(),
+        rows_written: 0,
+        files: Vec::new(),
+        processes: Vec::new(),
+        pools: Vec::new(),
+        breakdowns: Vec::new(),
+        leak: truth::LeakTruth {
+            bytes: 0,
+            blocks: Vec::new(),
+        },
+        live_at_exit: Vec::new(),
+        hal_segments: Vec::new(),
+        oom: Vec::new(),
+        shadow: truth::ShadowTruth::default(),
+    };
+    for p in 0..cfg.processes {
+        let npus: Vec<u32> = (0..cfg.devices)
+            .filter(|d| d % cfg.processes == p)
+            .collect();
+        let pid = base_pid + p * 173;
+        let proc = sim::Proc::new(cfg, p, pid, &npus, out)?;
+        let r = proc.run()?;
+        t.rows_written += r.rows;
+        t.files.extend(r.files);
+        let a = r.acc.finish();
+        t.pools.extend(a.pools);
+        t.breakdowns.extend(a.breakdowns);
+        t.live_at_exit.extend(a.live_at_exit);
+        t.hal_segments.extend(a.hal_segments);
+        t.leak.bytes += a.leaks.iter().map(|b| b.size).sum::<u64>();
+        t.leak.blocks.extend(a.leaks);
+        t.oom.extend(a.oom);
+        t.shadow.promoted_mallocs += a.shadow.promoted_mallocs;
+        t.shadow.stop_period_frees += a.shadow.stop_period_frees;
+        t.shadow.exit_fill_ins += a.shadow.exit_fill_ins;
+        t.shadow.residual_fill_ins += a.shadow.residual_fill_ins;
+        t.processes.push(truth::ProcessTruth {
+            pid,
+            dir: r.dir,
+            devices: r.devices,
+            start_trace_ts: a.start_ts,
+            stop_trace_ts: a.stop_ts,
+            exit_ts: r.exit_ts,
+            exit_stopped: r.exit_stopped,
+            steps: a.steps,
+        });
+    }
+    t.files.sort_by(|a, b| a.path.cmp(&b.path));
+    let path = out.join("truth.json");
+    let mut text = serde_json::to_string_pretty(&t)
+        .map_err(|e| MemqError::query(format!("truth.json: {e}")))?;
+    text.push('\n');
+    fs::write(&path, text).map_err(|e| MemqError::io(&path, e))?;
+    Ok(t)
+}

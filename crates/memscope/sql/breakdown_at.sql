@@ -1,0 +1,51 @@
+-- breakdown_at: what was live at a moment, by owner, for one pool (default HAL) of each process and device.
+--
+-- A block is live at ts when it was allocated at or before ts and not ended by then:
+-- alloc_ts <= ts AND (free_ts IS NULL OR free_ts > ts). A block allocated at ts is live, one
+-- freed at ts is not. Blocks are keyed by (source, pid, device, pool, ptr), so a FREE of
+-- another pool or process never ends a block (unlike the reference `--at-timestamp`, quirks 2
+-- and 3). Blocks freed without a recorded MALLOC (allocated before collection) are not counted:
+-- their start is unknown.
+--
+-- ts is in NANOSECONDS since the Unix epoch, like events.ts. For a G1 source (timestamps written
+-- in µs, sources.ts_unit = 'us') multiply the file's value by 1000.
+-- HAL is the driver-level superset and the pools (PTA, ATB, ...) are nested views of the same
+-- bytes, so pools are decomposed one at a time; pass NULL for pool to list every pool, each
+-- separately. Owner naming as in owner_peaks ('(stock)' = memory allocated before collection
+-- started: counted, not attributed). `breakdown_tree_at` gives the same bytes by owner level.
+-- ORDER BY bytes DESC for the largest owners first.
+--
+-- @param ts BIGINT the moment to look at, ns since the Unix epoch
+-- @param pool VARCHAR = 'HAL' the pool to decompose (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool, each separately
+-- @column source      VARCHAR input file
+-- @column pid         BIGINT  process id
+-- @column device      VARCHAR Device Id as written
+-- @column pool        VARCHAR pool = Event Type
+-- @column owner       VARCHAR full owner string; '(stock)' or the pool name when the MALLOC had none
+-- @column owner_group VARCHAR level-1 group of the owner (first level after the framework), '(unlabelled)' when none
+-- @column bytes       BIGINT  bytes: sum of the sizes of the owner's blocks live at ts
+-- @column blocks      BIGINT  count: number of the owner's blocks live at ts
+-- @column share       DOUBLE  percent: percent (0-100) of the live bytes of the series (source, pid, device, pool) at ts; NULL when those are 0
+WITH
+-- Blocks of the pool live at the moment.
+live_blocks AS (
+    SELECT source, pid, device, pool,
+           COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
+           COALESCE(size, 0) AS size
+    FROM blocks
+    WHERE alloc_ts <= $ts
+      AND (free_ts IS NULL OR free_ts > $ts)
+      AND ($pool IS NULL OR pool = $pool)
+),
+by_owner AS (
+    SELECT source, pid, device, pool, owner, SUM(size) AS bytes, COUNT(*) AS blocks
+    FROM live_blocks
+    GROUP BY source, pid, device, pool, owner
+)
+SELECT source, pid, device, pool, owner,
+       owner_group(owner) AS owner_group,
+       bytes, blocks,
+       CASE WHEN SUM(bytes) OVER (PARTITION BY source, pid, device, pool) > 0
+            THEN 100.0 * bytes / SUM(bytes) OVER (PARTITION BY source, pid, device, pool)
+       END AS share
+FROM by_owner

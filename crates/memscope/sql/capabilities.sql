@@ -1,0 +1,119 @@
+-- capabilities: which analyses the data of each dump supports, with the counts behind each answer.
+--
+-- One row per msMemScope dump (source). Read it before choosing an analysis:
+--   has_owners        owners on MALLOC rows  -> decomposition by owner (breakdown_at, owner_peaks)
+--   has_py_stacks     Python stacks           -> code attribution (leak_summary.stack_top)
+--   has_alloc_free    MALLOC and FREE rows    -> block pairing (curve.live_bytes, leak_candidates)
+--   has_pool_counters used/total on rows      -> counter curves and peaks, fragmentation
+--   has_device_used   device_used >= 0 rows   -> whole-device curve
+--   has_shadow        shadow rows (G3)        -> leaks are judged by shadow fill-ins, not missing FREEs
+--   has_stop_periods  STOP_TRACE rows         -> shadow FREEs may be genuine frees of stop periods
+--   has_snapshots     SNAPSHOT rows           -> OOM quantification (remaining device memory)
+--   has_oom           OOM_DETAIL rows         -> OOM diagnosis
+--   has_steps         SYSTEM STEP rows        -> per-step growth
+-- Each boolean is "count > 0" of the matching count column.
+--
+-- @column source            VARCHAR input file
+-- @column generation        VARCHAR format generation guessed at ingest: G1, G2, G3
+-- @column ts_unit           VARCHAR timestamp unit as written in the file: ns or us
+-- @column rows              BIGINT  rows ingested
+-- @column processes         BIGINT  distinct process ids
+-- @column devices           BIGINT  distinct Device Ids other than N/A
+-- @column pools             BIGINT  distinct pools (Event Type of MALLOC/FREE rows)
+-- @column malloc_rows       BIGINT  MALLOC rows
+-- @column free_rows         BIGINT  FREE rows
+-- @column has_alloc_free    BOOLEAN both MALLOC and FREE rows exist
+-- @column owner_rows        BIGINT  MALLOC rows with a non-empty owner
+-- @column has_owners        BOOLEAN owner_rows > 0
+-- @column py_stack_rows     BIGINT  rows with a non-empty Python call stack
+-- @column has_py_stacks     BOOLEAN py_stack_rows > 0
+-- @column c_stack_rows      BIGINT  rows with a non-empty C call stack
+-- @column has_c_stacks      BOOLEAN c_stack_rows > 0
+-- @column counter_rows      BIGINT  MALLOC/FREE rows carrying used or total
+-- @column has_pool_counters BOOLEAN counter_rows > 0
+-- @column device_used_rows  BIGINT  rows with device_used >= 0
+-- @column has_device_used   BOOLEAN device_used_rows > 0
+-- @column shadow_rows       BIGINT  rows with shadow:true
+-- @column has_shadow        BOOLEAN shadow_rows > 0
+-- @column stock_blocks      BIGINT  blocks whose MALLOC is a promoted shadow row (allocated before collection)
+-- @column start_trace_rows  BIGINT  SYSTEM START_TRACE rows
+-- @column stop_trace_rows   BIGINT  SYSTEM STOP_TRACE rows
+-- @column has_stop_periods  BOOLEAN stop_trace_rows > 0
+-- @column snapshot_rows     BIGINT  SNAPSHOT rows
+-- @column has_snapshots     BOOLEAN snapshot_rows > 0
+-- @column oom_rows          BIGINT  OOM_DETAIL rows
+-- @column has_oom           BOOLEAN oom_rows > 0
+-- @column step_rows         BIGINT  SYSTEM STEP rows
+-- @column has_steps         BOOLEAN step_rows > 0
+-- @column access_rows       BIGINT  ACCESS rows
+-- @column unmatched_frees   BIGINT  FREE rows without a MALLOC (blocks allocated before collection)
+-- @column never_freed       BIGINT  blocks without any FREE (still live at the end)
+WITH
+event_counts AS (
+    SELECT source,
+           COUNT(*) AS rows,
+           COUNT(DISTINCT pid) AS processes,
+           COUNT(DISTINCT NULLIF(device, 'N/A')) AS devices,
+           COUNT(DISTINCT CASE WHEN event IN ('MALLOC', 'FREE') THEN event_type END) AS pools,
+           COUNT(CASE WHEN event = 'MALLOC' THEN 1 END) AS malloc_rows,
+           COUNT(CASE WHEN event = 'FREE' THEN 1 END) AS free_rows,
+           COUNT(CASE WHEN event = 'MALLOC' AND owner <> '' THEN 1 END) AS owner_rows,
+           COUNT(NULLIF(trim(stack_py), '')) AS py_stack_rows,
+           COUNT(NULLIF(trim(stack_c), '')) AS c_stack_rows,
+           COUNT(CASE WHEN event IN ('MALLOC', 'FREE') AND (used IS NOT NULL OR total IS NOT NULL) THEN 1 END) AS counter_rows,
+           COUNT(CASE WHEN device_used >= 0 THEN 1 END) AS device_used_rows,
+           COUNT(CASE WHEN shadow THEN 1 END) AS shadow_rows,
+           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'START_TRACE' THEN 1 END) AS start_trace_rows,
+           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'STOP_TRACE' THEN 1 END) AS stop_trace_rows,
+           COUNT(CASE WHEN event = 'SNAPSHOT' THEN 1 END) AS snapshot_rows,
+           COUNT(CASE WHEN event = 'OOM_DETAIL' THEN 1 END) AS oom_rows,
+           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'STEP' THEN 1 END) AS step_rows,
+           COUNT(CASE WHEN event = 'ACCESS' THEN 1 END) AS access_rows
+    FROM events
+    GROUP BY source
+),
+block_counts AS (
+    SELECT source,
+           COUNT(CASE WHEN stock THEN 1 END) AS stock_blocks,
+           COUNT(CASE WHEN alloc_ts IS NULL THEN 1 END) AS unmatched_frees,
+           COUNT(CASE WHEN free_kind = 'none' THEN 1 END) AS never_freed
+    FROM blocks
+    GROUP BY source
+)
+SELECT s.source, s.generation, s.ts_unit,
+       COALESCE(e.rows, 0) AS rows,
+       COALESCE(e.processes, 0) AS processes,
+       COALESCE(e.devices, 0) AS devices,
+       COALESCE(e.pools, 0) AS pools,
+       COALESCE(e.malloc_rows, 0) AS malloc_rows,
+       COALESCE(e.free_rows, 0) AS free_rows,
+       COALESCE(e.malloc_rows > 0 AND e.free_rows > 0, false) AS has_alloc_free,
+       COALESCE(e.owner_rows, 0) AS owner_rows,
+       COALESCE(e.owner_rows > 0, false) AS has_owners,
+       COALESCE(e.py_stack_rows, 0) AS py_stack_rows,
+       COALESCE(e.py_stack_rows > 0, false) AS has_py_stacks,
+       COALESCE(e.c_stack_rows, 0) AS c_stack_rows,
+       COALESCE(e.c_stack_rows > 0, false) AS has_c_stacks,
+       COALESCE(e.counter_rows, 0) AS counter_rows,
+       COALESCE(e.counter_rows > 0, false) AS has_pool_counters,
+       COALESCE(e.device_used_rows, 0) AS device_used_rows,
+       COALESCE(e.device_used_rows > 0, false) AS has_device_used,
+       COALESCE(e.shadow_rows, 0) AS shadow_rows,
+       COALESCE(e.shadow_rows > 0, false) AS has_shadow,
+       COALESCE(b.stock_blocks, 0) AS stock_blocks,
+       COALESCE(e.start_trace_rows, 0) AS start_trace_rows,
+       COALESCE(e.stop_trace_rows, 0) AS stop_trace_rows,
+       COALESCE(e.stop_trace_rows > 0, false) AS has_stop_periods,
+       COALESCE(e.snapshot_rows, 0) AS snapshot_rows,
+       COALESCE(e.snapshot_rows > 0, false) AS has_snapshots,
+       COALESCE(e.oom_rows, 0) AS oom_rows,
+       COALESCE(e.oom_rows > 0, false) AS has_oom,
+       COALESCE(e.step_rows, 0) AS step_rows,
+       COALESCE(e.step_rows > 0, false) AS has_steps,
+       COALESCE(e.access_rows, 0) AS access_rows,
+       COALESCE(b.unmatched_frees, 0) AS unmatched_frees,
+       COALESCE(b.never_freed, 0) AS never_freed
+FROM sources s
+LEFT JOIN event_counts e ON e.source = s.source
+LEFT JOIN block_counts b ON b.source = s.source
+WHERE s.kind IN ('memscope_csv', 'memscope_db')

@@ -1,0 +1,132 @@
+-- window_summary: what happened to memory between two times — live at start and end, allocated, freed, net, top owner groups — per pool series.
+--
+-- Blocks come from table `blocks` (keyed by source, pid, device, pool, ptr), one output row
+-- per series (source, pid, device, pool) that had any live or allocated block in the window.
+-- The window is [t0, t1], both inclusive: a block allocated at t0 is an allocation of the
+-- window, one freed at t0 was live at the start; one freed at t1 is freed in the window and not
+-- live at the end. So end = start + allocated + promoted - freed - shadow_freed - replaced.
+-- Blocks whose MALLOC was never seen (allocated before collection) are left out.
+-- Promoted shadow MALLOCs (stock memory allocated before collection, written at the time of a
+-- start()) are counted as `promoted`, not as allocations. used_peak is the highest counter
+-- value of a row inside the window (view usage_series: HAL = paired live bytes).
+-- Groups are level-1 owner groups (framework segment dropped, '(unlabelled)' without a label).
+-- Differences from the reference `--window`: blocks are keyed by (process, device, pool, Ptr)
+-- so a block of another pool at the same address no longer makes one vanish; address reuse
+-- without FREE is counted as `replaced` instead of silently dropped (docs/reference-differences.md).
+--
+-- Rows come in no particular order.
+-- @param t0 BIGINT window start, ns (inclusive)
+-- @param t1 BIGINT window end, ns (inclusive)
+-- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, one row per series
+-- @column source            VARCHAR   input file
+-- @column pid               BIGINT    process id
+-- @column device            VARCHAR   Device Id as written
+-- @column pool              VARCHAR   pool (Event Type)
+-- @column start_blocks      BIGINT    count: blocks live at t0 (allocated before t0, not ended before t0)
+-- @column start_bytes       BIGINT    bytes: live at t0
+-- @column alloc_count       BIGINT    count: MALLOCs in the window (promoted shadow MALLOCs excluded)
+-- @column alloc_bytes       BIGINT    bytes: allocated in the window
+-- @column promoted_count    BIGINT    count: promoted shadow MALLOCs (stock memory) in the window
+-- @column promoted_bytes    BIGINT    bytes: of those
+-- @column free_count        BIGINT    count: blocks ended by a real FREE in the window
+-- @column free_bytes        BIGINT    bytes: freed by them (sizes of their MALLOCs)
+-- @column shadow_free_count BIGINT    count: blocks ended by a shadow FREE in the window (stop-period free or fill-in at exit/reuse)
+-- @column shadow_free_bytes BIGINT    bytes: of those
+-- @column replaced_count    BIGINT    count: blocks ended in the window because their address was allocated again without a FREE
+-- @column replaced_bytes    BIGINT    bytes: of those
+-- @column end_blocks        BIGINT    count: blocks live at t1 (allocated at or before t1, not ended at or before t1)
+-- @column end_bytes         BIGINT    bytes: live at t1
+-- @column net_blocks        BIGINT    count: end_blocks - start_blocks
+-- @column net_bytes         BIGINT    bytes: end_bytes - start_bytes
+-- @column used_peak         BIGINT    bytes: highest counter value (`used`) of a row in the window (HAL: paired live bytes; HOST_PINNED: process VmRSS); NULL when no row of the series has one there
+-- @column used_peak_ts      BIGINT    ns: time of the first row reaching used_peak, ns
+-- @column used_peak_ts_raw  BIGINT    the same time in the file's unit (µs for G1 sources)
+-- @column top_alloc_groups  STRUCT[]  the 10 owner groups that allocated most in the window: list of {group, bytes, blocks}, most bytes first
+-- @column top_end_groups    STRUCT[]  the 10 owner groups holding most at t1: list of {group, bytes, blocks}
+-- @column top_start_groups  STRUCT[]  the 10 owner groups holding most at t0: list of {group, bytes, blocks}
+WITH
+-- blocks of the selected pools, classified against the window
+classified AS (
+    SELECT source, pid, device, pool, COALESCE(size, 0) AS size, owner_group(owner) AS grp,
+           free_kind, stock,
+           alloc_ts < $t0 AND (free_ts IS NULL OR free_ts >= $t0) AS live_start,
+           alloc_ts <= $t1 AND (free_ts IS NULL OR free_ts > $t1) AS live_end,
+           alloc_ts >= $t0 AND alloc_ts <= $t1 AS allocated,
+           free_ts >= $t0 AND free_ts <= $t1 AS ended
+    FROM blocks
+    WHERE alloc_ts IS NOT NULL
+      AND ($pool IS NULL OR pool = $pool)
+),
+totals AS (
+    SELECT source, pid, device, pool,
+           COUNT(*) FILTER (WHERE live_start) AS start_blocks,
+           COALESCE(SUM(size) FILTER (WHERE live_start), 0) AS start_bytes,
+           COUNT(*) FILTER (WHERE allocated AND NOT stock) AS alloc_count,
+           COALESCE(SUM(size) FILTER (WHERE allocated AND NOT stock), 0) AS alloc_bytes,
+           COUNT(*) FILTER (WHERE allocated AND stock) AS promoted_count,
+           COALESCE(SUM(size) FILTER (WHERE allocated AND stock), 0) AS promoted_bytes,
+           COUNT(*) FILTER (WHERE ended AND free_kind = 'real') AS free_count,
+           COALESCE(SUM(size) FILTER (WHERE ended AND free_kind = 'real'), 0) AS free_bytes,
+           COUNT(*) FILTER (WHERE ended AND free_kind = 'shadow') AS shadow_free_count,
+           COALESCE(SUM(size) FILTER (WHERE ended AND free_kind = 'shadow'), 0) AS shadow_free_bytes,
+           COUNT(*) FILTER (WHERE ended AND free_kind = 'replaced') AS replaced_count,
+           COALESCE(SUM(size) FILTER (WHERE ended AND free_kind = 'replaced'), 0) AS replaced_bytes,
+           COUNT(*) FILTER (WHERE live_end) AS end_blocks,
+           COALESCE(SUM(size) FILTER (WHERE live_end), 0) AS end_bytes
+    FROM classified
+    GROUP BY source, pid, device, pool
+),
+-- bytes per owner group: allocated in the window, live at the end, live at the start
+group_bytes AS (
+    SELECT source, pid, device, pool, grp, 'alloc' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
+    FROM classified WHERE allocated AND NOT stock GROUP BY source, pid, device, pool, grp
+    UNION ALL
+    SELECT source, pid, device, pool, grp, 'end' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
+    FROM classified WHERE live_end GROUP BY source, pid, device, pool, grp
+    UNION ALL
+    SELECT source, pid, device, pool, grp, 'start' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
+    FROM classified WHERE live_start GROUP BY source, pid, device, pool, grp
+),
+top_groups AS (
+    SELECT source, pid, device, pool, what,
+           array_slice(array_agg(named_struct('group', grp, 'bytes', bytes, 'blocks', blocks)
+                                 ORDER BY bytes DESC, grp), 1, 10) AS top
+    FROM group_bytes
+    GROUP BY source, pid, device, pool, what
+),
+-- counter peak among the rows inside the window
+peaks AS (
+    SELECT source, pid, device, pool,
+           MAX(used) AS used_peak,
+           first_value(ts ORDER BY used DESC, ts, row_idx) AS used_peak_ts,
+           MAX(unit_ns) AS unit_ns
+    FROM (
+        SELECT u.*, CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
+        FROM usage_series u
+        LEFT JOIN sources f ON f.source = u.source
+    ) u
+    WHERE ts >= $t0 AND ts <= $t1 AND used IS NOT NULL
+      AND ($pool IS NULL OR pool = $pool)
+    GROUP BY source, pid, device, pool
+)
+SELECT t.source, t.pid, t.device, t.pool,
+       t.start_blocks, t.start_bytes,
+       t.alloc_count, t.alloc_bytes, t.promoted_count, t.promoted_bytes,
+       t.free_count, t.free_bytes, t.shadow_free_count, t.shadow_free_bytes,
+       t.replaced_count, t.replaced_bytes,
+       t.end_blocks, t.end_bytes,
+       t.end_blocks - t.start_blocks AS net_blocks,
+       t.end_bytes - t.start_bytes AS net_bytes,
+       p.used_peak, p.used_peak_ts, p.used_peak_ts / p.unit_ns AS used_peak_ts_raw,
+       ga.top AS top_alloc_groups, ge.top AS top_end_groups, gs.top AS top_start_groups
+FROM totals t
+LEFT JOIN peaks p
+       ON p.source = t.source AND (p.pid IS NOT DISTINCT FROM t.pid) AND p.device = t.device AND p.pool = t.pool
+LEFT JOIN top_groups ga
+       ON ga.source = t.source AND (ga.pid IS NOT DISTINCT FROM t.pid) AND ga.device = t.device AND ga.pool = t.pool AND ga.what = 'alloc'
+LEFT JOIN top_groups ge
+       ON ge.source = t.source AND (ge.pid IS NOT DISTINCT FROM t.pid) AND ge.device = t.device AND ge.pool = t.pool AND ge.what = 'end'
+LEFT JOIN top_groups gs
+       ON gs.source = t.source AND (gs.pid IS NOT DISTINCT FROM t.pid) AND gs.device = t.device AND gs.pool = t.pool AND gs.what = 'start'
+WHERE t.start_blocks > 0 OR t.end_blocks > 0 OR t.alloc_count > 0 OR t.promoted_count > 0
+   OR t.free_count > 0 OR t.shadow_free_count > 0 OR t.replaced_count > 0

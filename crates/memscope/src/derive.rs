@@ -1,0 +1,586 @@
+//! Tables derived from a source's events in canonical order (one pass, memory bounded by the
+//! live-block set): `blocks` (docs/formats/memscope.md §5.4–5.5), `oom` and `mem_snapshots`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder,
+    StringBuilder, UInt64Builder,
+};
+use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::schema;
+use crate::attr;
+
+/// One block still live during the pass.
+#[derive(Clone)]
+struct LiveBlock {
+    device: String,
+    device_index: Option<i32>,
+    size: Option<i64>,
+    owner: Option<String>,
+    allocation_id: Option<i64>,
+    alloc_id: i64,
+    alloc_ts: Option<i64>,
+    alloc_row: u64,
+    stock: bool,
+    stack_py: Option<String>,
+}
+
+impl LiveBlock {
+    /// The block a MALLOC row starts (for a FREE row: its device, size and ids).
+    fn from_row(c: &EventCols, i: usize) -> LiveBlock {
+        LiveBlock {
+            device: c.device.value(i).to_string(),
+            device_index: c.device_index.is_valid(i).then(|| c.device_index.value(i)),
+            size: opt_i64(c.size, i),
+            owner: opt_str(c.owner, i).map(str::to_string),
+            allocation_id: opt_i64(c.allocation_id, i),
+            alloc_id: c.id.value(i),
+            alloc_ts: opt_i64(c.ts, i),
+            alloc_row: c.row_idx.value(i),
+            stock: c.shadow.value(i),
+            stack_py: opt_str(c.stack_py, i).map(str::to_string),
+        }
+    }
+}
+
+/// (pid, pool, ptr): several devices may share one key.
+type BlockKey = (Option<i64>, String, u64);
+
+/// How a block ended.
+struct BlockEnd<'a> {
+    free_id: Option<i64>,
+    free_ts: Option<i64>,
+    free_row: Option<u64>,
+    kind: &'a str,
+}
+
+/// Column views of one events batch.
+struct EventCols<'a> {
+    row_idx: &'a datafusion::arrow::array::PrimitiveArray<UInt64Type>,
+    id: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    event: &'a datafusion::arrow::array::StringArray,
+    event_type: &'a datafusion::arrow::array::StringArray,
+    name: &'a datafusion::arrow::array::StringArray,
+    ts: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    pid: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    device: &'a datafusion::arrow::array::StringArray,
+    device_index: &'a datafusion::arrow::array::PrimitiveArray<Int32Type>,
+    ptr: &'a datafusion::arrow::array::PrimitiveArray<UInt64Type>,
+    attr: &'a datafusion::arrow::array::StringArray,
+    size: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    allocation_id: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    owner: &'a datafusion::arrow::array::StringArray,
+    shadow: &'a datafusion::arrow::array::BooleanArray,
+    stack_py: &'a datafusion::arrow::array::StringArray,
+    stack_c: &'a datafusion::arrow::array::StringArray,
+}
+
+impl<'a> EventCols<'a> {
+    fn new(b: &'a RecordBatch) -> Self {
+        let c = |n: &str| {
+            b.column_by_name(n)
+                .expect("events batch has every events column")
+        };
+        EventCols {
+            row_idx: c("row_idx").as_primitive(),
+            id: c("id").as_primitive(),
+            event: c("event").as_string(),
+            event_type: c("event_type").as_string(),
+            name: c("name").as_string(),
+            ts: c("ts").as_primitive(),
+            pid: c("pid").as_primitive(),
+            device: c("device").as_string(),
+            device_index: c("device_index").as_primitive(),
+            ptr: c("ptr").as_primitive(),
+            attr: c("attr").as_string(),
+            size: c("size").as_primitive(),
+            allocation_id: c("allocation_id").as_primitive(),
+            owner: c("owner").as_string(),
+            shadow: c("shadow").as_boolean(),
+            stack_py: c("stack_py").as_string(),
+            stack_c: c("stack_c").as_string(),
+        }
+    }
+}
+
+fn opt_i64(a: &datafusion::arrow::array::PrimitiveArray<Int64Type>, i: usize) -> Option<i64> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+fn opt_str(a: &datafusion::arrow::array::StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// Builds `blocks`, `oom` and `mem_snapshots` for one source.
+pub struct Deriver {
+    source: String,
+    ts_scale: i64,
+    /// Live blocks by (pid, pool, ptr); several devices may share a key.
+    live: HashMap<BlockKey, Vec<LiveBlock>>,
+    blocks: BlocksBuilder,
+    oom: Vec<OomRow>,
+    snaps: SnapshotsBuilder,
+}
+
+impl Deriver {
+    pub fn new(source: &str, ts_scale: i64) -> Self {
+        Deriver {
+            source: source.to_string(),
+            ts_scale,
+            live: HashMap::new(),
+            blocks: BlocksBuilder::default(),
+            oom: Vec::new(),
+            snaps: SnapshotsBuilder::default(),
+        }
+    }
+
+    pub fn blocks_pending(&self) -> usize {
+        self.blocks.len
+    }
+
+    /// Consumes one batch of events in canonical order.
+    pub fn push(&mut self, batch: &RecordBatch) {
+        let c = EventCols::new(batch);
+        for i in 0..batch.num_rows() {
+            match c.event.value(i) {
+                "MALLOC" => self.malloc(&c, i),
+                "FREE" => self.free(&c, i),
+                "OOM_DETAIL" => self.oom_row(&c, i),
+                "SNAPSHOT" => self.snapshot_row(&c, i),
+                _ => {}
+            }
+        }
+    }
+
+    /// The block key of a MALLOC/FREE row: (pid, pool, ptr); `None` when the row has no Ptr.
+    fn key(c: &EventCols, i: usize) -> Option<BlockKey> {
+        (!c.ptr.is_null(i)).then(|| {
+            (
+                opt_i64(c.pid, i),
+                c.event_type.value(i).to_string(),
+                c.ptr.value(i),
+            )
+        })
+    }
+
+    fn malloc(&mut self, c: &EventCols, i: usize) {
+        let Some(key) = Self::key(c, i) else { return };
+        let new = LiveBlock::from_row(c, i);
+        let entries = self.live.entry(key.clone()).or_default();
+        // Address reuse without a FREE: the old block ends where the new one starts.
+        if let Some(pos) = entries.iter().position(|b| b.device == new.device) {
+            let old = entries.remove(pos);
+            let end = BlockEnd {
+                free_id: None,
+                free_ts: new.alloc_ts,
+                free_row: None,
+                kind: "replaced",
+            };
+            self.blocks
+                .append(&self.source, key.0, &key.1, key.2, &old, &end, true);
+        }
+        entries.push(new);
+    }
+
+    fn free(&mut self, c: &EventCols, i: usize) {
+        let Some(key) = Self::key(c, i) else { return };
+        let device = c.device.value(i);
+        let free_has_device = c.device_index.is_valid(i) || device == "cpu";
+        let end = BlockEnd {
+            free_id: Some(c.id.value(i)),
+            free_ts: opt_i64(c.ts, i),
+            free_row: Some(c.row_idx.value(i)),
+            kind: if c.shadow.value(i) { "shadow" } else { "real" },
+        };
+        let matched = self.live.get_mut(&key).and_then(|entries| {
+            let pos = entries
+                .iter()
+                .position(|b| b.device == device)
+                .or_else(|| (!free_has_device && !entries.is_empty()).then_some(0))?;
+            Some(entries.remove(pos))
+        });
+        if self.live.get(&key).is_some_and(|e| e.is_empty()) {
+            self.live.remove(&key);
+        }
+        match matched {
+            Some(block) => {
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &block, &end, true)
+            }
+            None => {
+                // FREE without MALLOC: a block allocated before collection (or a lost MALLOC).
+                let lone = LiveBlock {
+                    size: opt_i64(c.size, i).map(i64::abs),
+                    owner: None,
+                    alloc_ts: None,
+                    stock: false,
+                    stack_py: None,
+                    ..LiveBlock::from_row(c, i)
+                };
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &lone, &end, false);
+            }
+        }
+    }
+
+    fn oom_row(&mut self, c: &EventCols, i: usize) {
+        let kind = match c.event_type.value(i) {
+            "OOM_TRIGGER" => "trigger",
+            "OOM_RECENT_ALLOC" => "recent",
+            "OOM_TOP_ALLOC" => "top",
+            _ => "other",
+        };
+        let attr_text = opt_str(c.attr, i).unwrap_or("");
+        let items = attr::parse(attr_text);
+        let get = |k: &str| items.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+        let int = |k: &str| get(k).and_then(attr::parse_int);
+        self.oom.push(OomRow {
+            row_idx: c.row_idx.value(i),
+            id: c.id.value(i),
+            ts: opt_i64(c.ts, i),
+            pid: opt_i64(c.pid, i),
+            device: c.device.value(i).to_string(),
+            kind,
+            func: get("func").map(str::to_string),
+            req_size: int("req_size"),
+            flag: get("flag").and_then(|v| v.trim().parse::<u64>().ok()),
+            ret: int("ret"),
+            pool: get("pool").map(str::to_string),
+            ptr: get("ptr").and_then(attr::parse_addr),
+            size: int("size"),
+            alloc_ts: int("timestamp").map(|t| t.saturating_mul(self.ts_scale)),
+            step: int("step"),
+            kernel: int("kernel"),
+            client: int("client"),
+            stack_py: opt_str(c.stack_py, i).map(str::to_string),
+            stack_c: opt_str(c.stack_c, i).map(str::to_string),
+            attr: opt_str(c.attr, i).map(str::to_string),
+        });
+    }
+
+    fn snapshot_row(&mut self, c: &EventCols, i: usize) {
+        let attr_text = opt_str(c.attr, i).unwrap_or("");
+        let items = attr::parse(attr_text);
+        let get = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| items.iter().find(|(key, _)| key == k).map(|(_, v)| *v))
+        };
+        let int = |keys: &[&str]| get(keys).and_then(attr::parse_int);
+        let float = |keys: &[&str]| get(keys).and_then(|v| v.trim().parse::<f64>().ok());
+        let doc_spelling = items
+            .iter()
+            .any(|(k, _)| *k == "free_mem" || *k == "total_mem");
+        let s = &mut self.snaps;
+        s.source.append_value(&self.source);
+        s.row_idx.append_value(c.row_idx.value(i));
+        s.id.append_value(c.id.value(i));
+        s.ts.append_option(opt_i64(c.ts, i));
+        s.pid.append_option(opt_i64(c.pid, i));
+        s.device.append_value(c.device.value(i));
+        s.name.append_option(opt_str(c.name, i));
+        s.total_mem.append_option(int(&["total_mem", "total"]));
+        s.free_mem.append_option(int(&["free_mem", "free"]));
+        s.reserved.append_option(int(&["reserved"]));
+        s.peak_reserved
+            .append_option(int(&["peak_reserved", "max_reserved"]));
+        s.allocated.append_option(int(&["allocated"]));
+        s.peak_allocated
+            .append_option(int(&["peak_allocated", "max_allocated"]));
+        s.device_utilization
+            .append_option(float(&["device_utilization", "device_rate"]));
+        s.pt_utilization
+            .append_option(float(&["pt_utilization", "reserved_rate"]));
+        s.spelling
+            .append_value(if doc_spelling { "doc" } else { "writer" });
+        s.attr.append_option(opt_str(c.attr, i));
+        s.len += 1;
+    }
+
+    /// Blocks finished so far (flushed by the caller to bound memory).
+    pub fn take_blocks(&mut self) -> RecordBatch {
+        self.blocks.finish()
+    }
+
+    /// Ends the pass: blocks still live become `none` blocks.
+    pub fn finish(mut self) -> Derived {
+        let mut live: Vec<_> = self.live.drain().collect();
+        live.sort_by_key(|(_, v)| v.first().map(|b| b.alloc_row));
+        for (key, entries) in live {
+            for b in entries {
+                let end = BlockEnd {
+                    free_id: None,
+                    free_ts: None,
+                    free_row: None,
+                    kind: "none",
+                };
+                self.blocks
+                    .append(&self.source, key.0, &key.1, key.2, &b, &end, true);
+            }
+        }
+        Derived {
+            blocks: self.blocks.finish(),
+            oom: oom_batch(&self.source, self.oom),
+            mem_snapshots: self.snaps.finish(),
+        }
+    }
+}
+
+pub struct Derived {
+    pub blocks: RecordBatch,
+    pub oom: RecordBatch,
+    pub mem_snapshots: RecordBatch,
+}
+
+#[derive(Default)]
+struct BlocksBuilder {
+    source: StringBuilder,
+    pid: Int64Builder,
+    device: StringBuilder,
+    device_index: Int32Builder,
+    pool: StringBuilder,
+    ptr: UInt64Builder,
+    size: Int64Builder,
+    owner: StringBuilder,
+    allocation_id: Int64Builder,
+    alloc_id: Int64Builder,
+    alloc_ts: Int64Builder,
+    alloc_row: UInt64Builder,
+    free_id: Int64Builder,
+    free_ts: Int64Builder,
+    free_row: UInt64Builder,
+    free_kind: StringBuilder,
+    stock: BooleanBuilder,
+    stack_py: StringBuilder,
+    len: usize,
+}
+
+impl BlocksBuilder {
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &mut self,
+        source: &str,
+        pid: Option<i64>,
+        pool: &str,
+        ptr: u64,
+        b: &LiveBlock,
+        end: &BlockEnd,
+        has_malloc: bool,
+    ) {
+        self.source.append_value(source);
+        self.pid.append_option(pid);
+        self.device.append_value(&b.device);
+        self.device_index.append_option(b.device_index);
+        self.pool.append_value(pool);
+        self.ptr.append_value(ptr);
+        self.size.append_option(b.size);
+        self.owner.append_option(b.owner.as_deref());
+        self.allocation_id.append_option(b.allocation_id);
+        self.alloc_id
+            .append_option(has_malloc.then_some(b.alloc_id));
+        self.alloc_ts.append_option(b.alloc_ts);
+        self.alloc_row
+            .append_option(has_malloc.then_some(b.alloc_row));
+        self.free_id.append_option(end.free_id);
+        self.free_ts.append_option(end.free_ts);
+        self.free_row.append_option(end.free_row);
+        self.free_kind.append_value(end.kind);
+        self.stock.append_value(b.stock);
+        self.stack_py.append_option(b.stack_py.as_deref());
+        self.len += 1;
+    }
+
+    fn finish(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.source.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.device.finish()),
+            Arc::new(self.device_index.finish()),
+            Arc::new(self.pool.finish()),
+            Arc::new(self.ptr.finish()),
+            Arc::new(self.size.finish()),
+            Arc::new(self.owner.finish()),
+            Arc::new(self.allocation_id.finish()),
+            Arc::new(self.alloc_id.finish()),
+            Arc::new(self.alloc_ts.finish()),
+            Arc::new(self.alloc_row.finish()),
+            Arc::new(self.free_id.finish()),
+            Arc::new(self.free_ts.finish()),
+            Arc::new(self.free_row.finish()),
+            Arc::new(self.free_kind.finish()),
+            Arc::new(self.stock.finish()),
+            Arc::new(self.stack_py.finish()),
+        ];
+        self.len = 0;
+        RecordBatch::try_new(schema::blocks().schema(), columns)
+            .expect("blocks columns match the blocks schema")
+    }
+}
+
+struct OomRow {
+    row_idx: u64,
+    id: i64,
+    ts: Option<i64>,
+    pid: Option<i64>,
+    device: String,
+    kind: &'static str,
+    func: Option<String>,
+    req_size: Option<i64>,
+    flag: Option<u64>,
+    ret: Option<i64>,
+    pool: Option<String>,
+    ptr: Option<u64>,
+    size: Option<i64>,
+    alloc_ts: Option<i64>,
+    step: Option<i64>,
+    kernel: Option<i64>,
+    client: Option<i64>,
+    stack_py: Option<String>,
+    stack_c: Option<String>,
+    attr: Option<String>,
+}
+
+/// `oom` rows in canonical order; `rank` counts rows of one kind within each uninterrupted run of
+/// that kind in file order (the tool writes one run of RECENT and one of TOP rows per OOM).
+fn oom_batch(source: &str, mut rows: Vec<OomRow>) -> RecordBatch {
+    let mut ranks = vec![0i64; rows.len()];
+    let mut by_file: Vec<usize> = (0..rows.len()).collect();
+    by_file.sort_by_key(|&i| rows[i].row_idx);
+    let mut prev_kind = "";
+    let mut run = 0;
+    for &i in &by_file {
+        run = if rows[i].kind == prev_kind {
+            run + 1
+        } else {
+            1
+        };
+        prev_kind = rows[i].kind;
+        ranks[i] = run;
+    }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| (rows[i].ts.is_none(), rows[i].ts, rows[i].row_idx));
+    let mut b_source = StringBuilder::new();
+    let mut row_idx = UInt64Builder::new();
+    let mut id = Int64Builder::new();
+    let mut ts = Int64Builder::new();
+    let mut pid = Int64Builder::new();
+    let mut device = StringBuilder::new();
+    let mut kind = StringBuilder::new();
+    let mut rank = Int64Builder::new();
+    let mut func = StringBuilder::new();
+    let mut req_size = Int64Builder::new();
+    let mut flag = UInt64Builder::new();
+    let mut ret = Int64Builder::new();
+    let mut pool = StringBuilder::new();
+    let mut ptr = UInt64Builder::new();
+    let mut size = Int64Builder::new();
+    let mut alloc_ts = Int64Builder::new();
+    let mut step = Int64Builder::new();
+    let mut kernel = Int64Builder::new();
+    let mut client = Int64Builder::new();
+    let mut stack_py = StringBuilder::new();
+    let mut stack_c = StringBuilder::new();
+    let mut attr_b = StringBuilder::new();
+    for &i in &order {
+        let r = &mut rows[i];
+        b_source.append_value(source);
+        row_idx.append_value(r.row_idx);
+        id.append_value(r.id);
+        ts.append_option(r.ts);
+        pid.append_option(r.pid);
+        device.append_value(&r.device);
+        kind.append_value(r.kind);
+        rank.append_value(ranks[i]);
+        func.append_option(r.func.take());
+        req_size.append_option(r.req_size);
+        flag.append_option(r.flag);
+        ret.append_option(r.ret);
+        pool.append_option(r.pool.take());
+        ptr.append_option(r.ptr);
+        size.append_option(r.size);
+        alloc_ts.append_option(r.alloc_ts);
+        step.append_option(r.step);
+        kernel.append_option(r.kernel);
+        client.append_option(r.client);
+        stack_py.append_option(r.stack_py.take());
+        stack_c.append_option(r.stack_c.take());
+        attr_b.append_option(r.attr.take());
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(b_source.finish()),
+        Arc::new(row_idx.finish()),
+        Arc::new(id.finish()),
+        Arc::new(ts.finish()),
+        Arc::new(pid.finish()),
+        Arc::new(device.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(rank.finish()),
+        Arc::new(func.finish()),
+        Arc::new(req_size.finish()),
+        Arc::new(flag.finish()),
+        Arc::new(ret.finish()),
+        Arc::new(pool.finish()),
+        Arc::new(ptr.finish()),
+        Arc::new(size.finish()),
+        Arc::new(alloc_ts.finish()),
+        Arc::new(step.finish()),
+        Arc::new(kernel.finish()),
+        Arc::new(client.finish()),
+        Arc::new(stack_py.finish()),
+        Arc::new(stack_c.finish()),
+        Arc::new(attr_b.finish()),
+    ];
+    RecordBatch::try_new(schema::oom().schema(), columns).expect("oom columns match the oom schema")
+}
+
+#[derive(Default)]
+struct SnapshotsBuilder {
+    source: StringBuilder,
+    row_idx: UInt64Builder,
+    id: Int64Builder,
+    ts: Int64Builder,
+    pid: Int64Builder,
+    device: StringBuilder,
+    name: StringBuilder,
+    total_mem: Int64Builder,
+    free_mem: Int64Builder,
+    reserved: Int64Builder,
+    peak_reserved: Int64Builder,
+    allocated: Int64Builder,
+    peak_allocated: Int64Builder,
+    device_utilization: Float64Builder,
+    pt_utilization: Float64Builder,
+    spelling: StringBuilder,
+    attr: StringBuilder,
+    len: usize,
+}
+
+impl SnapshotsBuilder {
+    fn finish(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.source.finish()),
+            Arc::new(self.row_idx.finish()),
+            Arc::new(self.id.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.device.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.total_mem.finish()),
+            Arc::new(self.free_mem.finish()),
+            Arc::new(self.reserved.finish()),
+            Arc::new(self.peak_reserved.finish()),
+            Arc::new(self.allocated.finish()),
+            Arc::new(self.peak_allocated.finish()),
+            Arc::new(self.device_utilization.finish()),
+            Arc::new(self.pt_utilization.finish()),
+            Arc::new(self.spelling.finish()),
+            Arc::new(self.attr.finish()),
+        ];
+        self.len = 0;
+        RecordBatch::try_new(schema::mem_snapshots().schema(), columns)
+            .expect("mem_snapshots columns match the mem_snapshots schema")
+    }
+}

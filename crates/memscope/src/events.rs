@@ -1,0 +1,276 @@
+//! One dump row, and the builder that turns rows into `events` batches with typed Attr columns.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
+};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::attr;
+
+/// One row of a dump, as read from CSV or db, before typing the Attr.
+#[derive(Debug, Default, Clone)]
+pub struct EventRow {
+    pub row_idx: u64,
+    pub line: u64,
+    pub id: i64,
+    pub event: String,
+    pub event_type: String,
+    pub name: Option<String>,
+    pub ts_raw: Option<i64>,
+    pub pid: Option<i64>,
+    pub tid: Option<i64>,
+    pub device: String,
+    pub ptr: Option<u64>,
+    /// Attr in the dump's own `{k:v}` form; empty when the cell was empty.
+    pub attr: String,
+    pub stack_py: Option<String>,
+    pub stack_c: Option<String>,
+}
+
+/// What the rows of one source revealed about its format generation (docs/formats/memscope.md §0).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GenerationHints {
+    pub microseconds: bool,
+    pub decimal_ptr: bool,
+    pub g3_feature: bool,
+}
+
+impl GenerationHints {
+    pub fn label(&self) -> &'static str {
+        if self.microseconds || self.decimal_ptr {
+            "G1"
+        } else if self.g3_feature {
+            "G3"
+        } else {
+            "G2"
+        }
+    }
+
+    pub fn observe(&mut self, row: &EventRow, items: &[(&str, &str)]) {
+        if matches!(
+            row.event.as_str(),
+            "SNAPSHOT" | "OOM_DETAIL" | "HOST_PINNED"
+        ) || row.event_type == "HOST_PINNED"
+            || row.event_type == "STEP"
+            || items
+                .iter()
+                .any(|(k, _)| matches!(*k, "shadow" | "page_type" | "alloc_type"))
+        {
+            self.g3_feature = true;
+        }
+    }
+}
+
+/// Builds `events` record batches.
+pub struct EventsBuilder {
+    schema: SchemaRef,
+    source: String,
+    /// Multiplier from the source's timestamp unit to ns.
+    ts_scale: i64,
+    source_b: StringBuilder,
+    row_idx: UInt64Builder,
+    line: UInt64Builder,
+    id: Int64Builder,
+    event: StringBuilder,
+    event_type: StringBuilder,
+    name: StringBuilder,
+    ts: Int64Builder,
+    ts_raw: Int64Builder,
+    pid: Int64Builder,
+    tid: Int64Builder,
+    device: StringBuilder,
+    device_index: Int32Builder,
+    ptr: UInt64Builder,
+    attr: StringBuilder,
+    size: Int64Builder,
+    total: Int64Builder,
+    used: Int64Builder,
+    process_used: Int64Builder,
+    device_used: Int64Builder,
+    allocation_id: Int64Builder,
+    owner: StringBuilder,
+    shadow: BooleanBuilder,
+    alloc_type: StringBuilder,
+    page_type: StringBuilder,
+    inefficient: StringBuilder,
+    module_id: Int32Builder,
+    stack_py: StringBuilder,
+    stack_c: StringBuilder,
+    len: usize,
+}
+
+/// The typed Attr keys of `events`.
+#[derive(Default)]
+struct TypedAttr<'a> {
+    size: Option<i64>,
+    total: Option<i64>,
+    used: Option<i64>,
+    process_used: Option<i64>,
+    device_used: Option<i64>,
+    allocation_id: Option<i64>,
+    owner: Option<&'a str>,
+    shadow: bool,
+    alloc_type: Option<&'a str>,
+    page_type: Option<&'a str>,
+    inefficient: Option<&'a str>,
+    module_id: Option<i32>,
+}
+
+impl<'a> TypedAttr<'a> {
+    fn from_items(items: &[(&'a str, &'a str)]) -> Self {
+        let mut t = TypedAttr::default();
+        for &(k, v) in items {
+            match k {
+                "size" => t.size = attr::parse_int(v),
+                "total" => t.total = attr::parse_int(v),
+                "used" => t.used = attr::parse_int(v),
+                "process_used" => t.process_used = attr::parse_int(v),
+                "device_used" => t.device_used = attr::parse_int(v),
+                "allocation_id" => t.allocation_id = attr::parse_int(v),
+                "owner" if !v.is_empty() => t.owner = Some(v),
+                "shadow" => t.shadow = v == "true",
+                "alloc_type" => t.alloc_type = Some(v),
+                "page_type" => t.page_type = Some(v),
+                "inefficient_type" | "inefficient" | "inefficient type" => t.inefficient = Some(v),
+                "MID" => t.module_id = attr::parse_int(v).and_then(|m| i32::try_from(m).ok()),
+                _ => {}
+            }
+        }
+        t
+    }
+}
+
+/// Device Id as an integer, when it is one.
+pub fn device_index(device: &str) -> Option<i32> {
+    device.trim().parse::<i32>().ok()
+}
+
+impl EventsBuilder {
+    pub fn new(schema: SchemaRef, source: &str, ts_scale: i64) -> Self {
+        EventsBuilder {
+            schema,
+            source: source.to_string(),
+            ts_scale,
+            source_b: StringBuilder::new(),
+            row_idx: UInt64Builder::new(),
+            line: UInt64Builder::new(),
+            id: Int64Builder::new(),
+            event: StringBuilder::new(),
+            event_type: StringBuilder::new(),
+            name: StringBuilder::new(),
+            ts: Int64Builder::new(),
+            ts_raw: Int64Builder::new(),
+            pid: Int64Builder::new(),
+            tid: Int64Builder::new(),
+            device: StringBuilder::new(),
+            device_index: Int32Builder::new(),
+            ptr: UInt64Builder::new(),
+            attr: StringBuilder::new(),
+            size: Int64Builder::new(),
+            total: Int64Builder::new(),
+            used: Int64Builder::new(),
+            process_used: Int64Builder::new(),
+            device_used: Int64Builder::new(),
+            allocation_id: Int64Builder::new(),
+            owner: StringBuilder::new(),
+            shadow: BooleanBuilder::new(),
+            alloc_type: StringBuilder::new(),
+            page_type: StringBuilder::new(),
+            inefficient: StringBuilder::new(),
+            module_id: Int32Builder::new(),
+            stack_py: StringBuilder::new(),
+            stack_c: StringBuilder::new(),
+            len: 0,
+        }
+    }
+
+    pub fn set_ts_scale(&mut self, scale: i64) {
+        self.ts_scale = scale;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends a row whose Attr has already been split into `items`.
+    pub fn append(&mut self, row: &EventRow, items: &[(&str, &str)]) {
+        let t = TypedAttr::from_items(items);
+        self.source_b.append_value(&self.source);
+        self.row_idx.append_value(row.row_idx);
+        self.line.append_value(row.line);
+        self.id.append_value(row.id);
+        self.event.append_value(&row.event);
+        self.event_type.append_value(&row.event_type);
+        self.name.append_option(row.name.as_deref());
+        self.ts
+            .append_option(row.ts_raw.map(|t| t.saturating_mul(self.ts_scale)));
+        self.ts_raw.append_option(row.ts_raw);
+        self.pid.append_option(row.pid);
+        self.tid.append_option(row.tid);
+        self.device.append_value(&row.device);
+        self.device_index.append_option(device_index(&row.device));
+        self.ptr.append_option(row.ptr);
+        self.attr
+            .append_option((!row.attr.is_empty()).then_some(row.attr.as_str()));
+        self.size.append_option(t.size);
+        self.total.append_option(t.total);
+        self.used.append_option(t.used);
+        self.process_used.append_option(t.process_used);
+        self.device_used.append_option(t.device_used);
+        self.allocation_id.append_option(t.allocation_id);
+        self.owner.append_option(t.owner);
+        self.shadow.append_value(t.shadow);
+        self.alloc_type.append_option(t.alloc_type);
+        self.page_type.append_option(t.page_type);
+        self.inefficient.append_option(t.inefficient);
+        self.module_id.append_option(t.module_id);
+        self.stack_py.append_option(row.stack_py.as_deref());
+        self.stack_c.append_option(row.stack_c.as_deref());
+        self.len += 1;
+    }
+
+    /// The rows appended since the last call, as one batch.
+    pub fn finish(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.source_b.finish()),
+            Arc::new(self.row_idx.finish()),
+            Arc::new(self.line.finish()),
+            Arc::new(self.id.finish()),
+            Arc::new(self.event.finish()),
+            Arc::new(self.event_type.finish()),
+            Arc::new(self.name.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.ts_raw.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.tid.finish()),
+            Arc::new(self.device.finish()),
+            Arc::new(self.device_index.finish()),
+            Arc::new(self.ptr.finish()),
+            Arc::new(self.attr.finish()),
+            Arc::new(self.size.finish()),
+            Arc::new(self.total.finish()),
+            Arc::new(self.used.finish()),
+            Arc::new(self.process_used.finish()),
+            Arc::new(self.device_used.finish()),
+            Arc::new(self.allocation_id.finish()),
+            Arc::new(self.owner.finish()),
+            Arc::new(self.shadow.finish()),
+            Arc::new(self.alloc_type.finish()),
+            Arc::new(self.page_type.finish()),
+            Arc::new(self.inefficient.finish()),
+            Arc::new(self.module_id.finish()),
+            Arc::new(self.stack_py.finish()),
+            Arc::new(self.stack_c.finish()),
+        ];
+        self.len = 0;
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("events columns match the events schema")
+    }
+}

@@ -1,0 +1,257 @@
+//! Ingest of msMemScope sources, in order: the dumps are parsed (several files at a time,
+//! one per core) into unsorted staging files; each dump's events are sorted into canonical
+//! order (stable by timestamp, then file order; spilling past a memory limit); one streaming
+//! pass over the sorted events derives `blocks`, `oom` and `mem_snapshots`; companion files
+//! (python traces, memory_compare, config.json) are read whole.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::prelude::ParquetReadOptions;
+use futures::StreamExt;
+use memq_core::dataset::{self, DatasetBuilder, ParquetSink};
+use memq_core::error::{MemqError, Result};
+use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport};
+use memq_core::rejects::{self, RejectsBuilder};
+
+use crate::companions;
+use crate::csv_dump::{self, DumpSummary};
+use crate::db_dump;
+use crate::derive::Deriver;
+use crate::output::{SourceOutput, BATCH_ROWS};
+use crate::schema as ms;
+
+/// Ingests every memscope source into `out`; one report per source, in order.
+pub async fn ingest(
+    sources: &[Source],
+    out: &DatasetBuilder,
+    progress: Progress,
+) -> Result<Vec<SourceReport>> {
+    let mut parsed = parse_dumps(sources, out, &progress)?;
+    let mut reports = Vec::with_capacity(sources.len());
+    for (source, parsed) in sources.iter().zip(parsed.iter_mut()) {
+        let report = match source.kind {
+            SourceKind::MemscopeCsv | SourceKind::MemscopeDb => {
+                let p = parsed
+                    .take()
+                    .ok_or_else(|| MemqError::Query(format!("{}: not parsed", source.name)))??;
+                let s = finish_dump(out, source, p).await?;
+                SourceReport {
+                    rows: s.rows,
+                    rejects: s.rejects,
+                    ts_unit: Some(s.ts_unit.label().to_string()),
+                    generation: Some(s.generation.to_string()),
+                }
+            }
+            _ => {
+                let report = companion(out, source)?;
+                progress(fs::metadata(&source.path).map(|m| m.len()).unwrap_or(0));
+                report
+            }
+        };
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// A memscope dump read into an unsorted staging file (step 1 of its ingest).
+struct ParsedDump {
+    summary: DumpSummary,
+    events_staging: PathBuf,
+    rejects_path: PathBuf,
+    python_trace: Option<RecordBatch>,
+}
+
+/// Parses every dump among `sources`, several files at a time (one per core).
+fn parse_dumps(
+    sources: &[Source],
+    out: &DatasetBuilder,
+    progress: &Progress,
+) -> Result<Vec<Option<Result<ParsedDump>>>> {
+    let work: Vec<usize> = (0..sources.len())
+        .filter(|&i| {
+            matches!(
+                sources[i].kind,
+                SourceKind::MemscopeCsv | SourceKind::MemscopeDb
+            )
+        })
+        .collect();
+    let mut results: Vec<Option<Result<ParsedDump>>> = (0..sources.len()).map(|_| None).collect();
+    if work.is_empty() {
+        return Ok(results);
+    }
+    let staging = out.staging_dir()?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots = std::sync::Mutex::new(&mut results);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(work.len())
+        .max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&i) = work.get(k) else { break };
+                let source = &sources[i];
+                let parsed = out.table_file("rejects", source.index).and_then(|rejects| {
+                    parse_dump(
+                        source,
+                        staging.join(format!("events-{}.parquet", source.index)),
+                        rejects,
+                        progress,
+                    )
+                });
+                if let Ok(mut r) = slots.lock() {
+                    r[i] = Some(parsed);
+                }
+            });
+        }
+    });
+    Ok(results)
+}
+
+/// Reads one dump (CSV or db) into `events_staging` and `rejects_path`.
+fn parse_dump(
+    source: &Source,
+    events_staging: PathBuf,
+    rejects_path: PathBuf,
+    progress: &Progress,
+) -> Result<ParsedDump> {
+    let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
+    let (summary, python_trace) = match source.kind {
+        SourceKind::MemscopeDb => {
+            let conn = db_dump::open(&source.path)?;
+            let summary = db_dump::read(&source.path, &conn, out)?;
+            let tables = db_dump::python_trace_tables(&conn, &source.path)?;
+            let trace = if tables.is_empty() {
+                None
+            } else {
+                Some(companions::read_python_trace_db(
+                    &source.path,
+                    &conn,
+                    &source.name,
+                    &tables,
+                )?)
+            };
+            progress(fs::metadata(&source.path).map(|m| m.len()).unwrap_or(0));
+            (summary, trace)
+        }
+        _ => {
+            let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
+            let input = ProgressRead::new(file, progress.clone());
+            (csv_dump::read(&source.path, input, out)?, None)
+        }
+    };
+    Ok(ParsedDump {
+        summary,
+        events_staging,
+        rejects_path,
+        python_trace,
+    })
+}
+
+/// Finishes a parsed dump: sorts its events into place and derives blocks, oom and
+/// mem_snapshots.
+async fn finish_dump(
+    out: &DatasetBuilder,
+    source: &Source,
+    parsed: ParsedDump,
+) -> Result<DumpSummary> {
+    if parsed.rejects_path.exists() {
+        out.record("rejects", &parsed.rejects_path, parsed.summary.rejects);
+    }
+    if let Some(batch) = &parsed.python_trace {
+        out.write_table(&ms::python_trace(), source.index, batch)?;
+    }
+    let events_file = out
+        .sort_into(&parsed.events_staging, &ms::events(), source.index)
+        .await?;
+    derive(out, source, &events_file, parsed.summary.ts_unit.scale()).await?;
+    Ok(parsed.summary)
+}
+
+/// One pass over the sorted events: blocks, oom, mem_snapshots.
+async fn derive(
+    out: &DatasetBuilder,
+    source: &Source,
+    events_file: &Path,
+    ts_scale: i64,
+) -> Result<()> {
+    let ctx = out.session()?;
+    let name = format!("sorted_{}", source.index);
+    ctx.register_parquet(
+        &name,
+        events_file.to_string_lossy().as_ref(),
+        // The file is in canonical order already: the pass below streams it unsorted.
+        ParquetReadOptions::default().file_sort_order(vec![vec![
+            datafusion::prelude::col("ts").sort(true, false),
+            datafusion::prelude::col("row_idx").sort(true, false),
+        ]]),
+    )
+    .await?;
+    let df = ctx
+        .sql(&format!(
+            "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT') ORDER BY ts ASC NULLS LAST, row_idx"
+        ))
+        .await?;
+    let mut stream = df.execute_stream().await?;
+    let blocks_staging = out
+        .staging_dir()?
+        .join(format!("blocks-{}.parquet", source.index));
+    let mut blocks_sink = ParquetSink::create_with(
+        &blocks_staging,
+        ms::blocks().schema(),
+        dataset::staging_properties(),
+    )?;
+    let mut deriver = Deriver::new(&source.name, ts_scale);
+    while let Some(batch) = stream.next().await {
+        deriver.push(&batch?);
+        if deriver.blocks_pending() >= BATCH_ROWS {
+            blocks_sink.write(&deriver.take_blocks())?;
+        }
+    }
+    ctx.deregister_table(&name)?;
+    let derived = deriver.finish();
+    blocks_sink.write(&derived.blocks)?;
+    blocks_sink.close()?;
+    out.sort_into(&blocks_staging, &ms::blocks(), source.index)
+        .await?;
+    out.write_tables(
+        source.index,
+        &[
+            (&ms::oom(), &derived.oom),
+            (&ms::mem_snapshots(), &derived.mem_snapshots),
+        ],
+    )
+}
+
+/// A companion file (python trace, memory_compare, config.json), read whole.
+fn companion(out: &DatasetBuilder, source: &Source) -> Result<SourceReport> {
+    let mut rejected = RejectsBuilder::new(&source.name);
+    let (def, batch) = match source.kind {
+        SourceKind::PythonTrace => (
+            ms::python_trace(),
+            companions::read_python_trace_csv(&source.path, &source.name, &mut rejected)?,
+        ),
+        SourceKind::MemoryCompare => (
+            ms::step_compare(),
+            companions::read_memory_compare(&source.path, &source.name, &mut rejected)?,
+        ),
+        _ => (
+            ms::config(),
+            companions::read_config(&source.path, &source.name)?,
+        ),
+    };
+    let report = SourceReport {
+        rows: batch.num_rows() as u64,
+        rejects: rejected.len() as u64,
+        ..SourceReport::default()
+    };
+    out.write_table(&def, source.index, &batch)?;
+    if report.rejects > 0 {
+        out.write_table(&rejects::rejects(), source.index, &rejected.finish())?;
+    }
+    Ok(report)
+}

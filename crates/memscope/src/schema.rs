@@ -1,0 +1,200 @@
+//! The memscope tables: declared once, with a doc per column.
+
+use datafusion::arrow::datatypes::DataType::{
+    Boolean, Float64, Int32, Int64, UInt64, Utf8,
+};
+
+use memq_core::catalog::{col, req, TableDef};
+
+pub fn events() -> TableDef {
+    TableDef {
+        name: "events",
+        doc: "One row per dump row (MALLOC/FREE, OP/KERNEL launches, MSTX, SYSTEM, SNAPSHOT, OOM_DETAIL, ...), in canonical order: stable by timestamp, then file order.",
+        sort_order: &["source", "ts", "row_idx"],
+        columns: vec![
+            req("source", Utf8, "the input file the row comes from (path relative to the ingested folder)"),
+            req("row_idx", UInt64, "0-based position of the record in its file (file order)"),
+            req("line", UInt64, "1-based physical line where the record starts"),
+            req("id", Int64, "the tool's per-process event counter (ID column)"),
+            req("event", Utf8, "base event: MALLOC, FREE, ACCESS, OP_LAUNCH, KERNEL_LAUNCH, SYSTEM, MSTX, SNAPSHOT, OOM_DETAIL"),
+            req("event_type", Utf8, "sub type or pool (HAL, PTA, ATB, HOST_PINNED, ATEN_START, START_TRACE, ...)"),
+            col("name", Utf8, "Name column (op/kernel name, MSTX message, snapshot name); NULL for N/A"),
+            col("ts", Int64, "timestamp in ns since the Unix epoch (µs sources are converted)").time_ns(),
+            col("ts_raw", Int64, "timestamp as written in the source (its unit is in `sources.ts_unit`)"),
+            col("pid", Int64, "process id; NULL for N/A"),
+            col("tid", Int64, "thread id; NULL for N/A"),
+            req("device", Utf8, "Device Id as written: 0..31, cpu, host, N/A"),
+            col("device_index", Int32, "Device Id as an integer; NULL for cpu/host/N/A"),
+            col("ptr", UInt64, "block address (Ptr column, decimal or 0x-hex in the source); NULL for N/A"),
+            col("attr", Utf8, "the raw Attr cell `{k:v,...}` (db sources rendered in the same form)"),
+            col("size", Int64, "Attr size: bytes of the allocation or free (negative on G1 FREE rows)").bytes(),
+            col("total", Int64, "Attr total: pool reservation after the event, bytes").bytes(),
+            col("used", Int64, "Attr used: pool live bytes after the event (HOST_PINNED: process VmRSS), bytes").bytes(),
+            col("process_used", Int64, "Attr process_used: process driver memory after the event, bytes").bytes(),
+            col("device_used", Int64, "Attr device_used: whole-device used memory after the event, bytes (-1 unsupported)").bytes(),
+            col("allocation_id", Int64, "Attr allocation_id: links MALLOC, ACCESS and FREE of one block (G2+)"),
+            col("owner", Utf8, "Attr owner: multi-level owner `FRAMEWORK@...` (MALLOC only); NULL when absent"),
+            req("shadow", Boolean, "Attr shadow:true: the row was produced by the shadow mechanism"),
+            col("alloc_type", Utf8, "Attr alloc_type on HAL MALLOC: alloc (halMemAlloc) or create (halMemCreate)"),
+            col("page_type", Utf8, "Attr page_type on HAL MALLOC: normal, huge, giant"),
+            col("inefficient", Utf8, "Attr inefficient_type (or inefficient): comma list of inefficiency kinds"),
+            col("module_id", Int32, "Attr MID (G1 HAL rows): driver module id"),
+            col("stack_py", Utf8, "Python call stack, one frame per line, innermost first"),
+            col("stack_c", Utf8, "C call stack, one frame per line, innermost first"),
+        ],
+    }
+}
+
+pub fn blocks() -> TableDef {
+    TableDef {
+        name: "blocks",
+        doc: "One row per memory block lifetime: a MALLOC until the FREE that ends it, keyed by (source, pid, device, pool, ptr).",
+        sort_order: &["source", "alloc_ts", "alloc_row", "free_row"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id of the MALLOC (of the FREE when there is no MALLOC)"),
+            col("device_index", Int32, "device as an integer"),
+            req("pool", Utf8, "pool = Event Type of the MALLOC (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, N/A)"),
+            req("ptr", UInt64, "block address"),
+            col("size", Int64, "block size in bytes (from the MALLOC, else from the FREE)").bytes(),
+            col("owner", Utf8, "owner of the MALLOC"),
+            col("allocation_id", Int64, "allocation_id of the block where present"),
+            col("alloc_id", Int64, "ID of the MALLOC row; NULL when the FREE had no MALLOC"),
+            col("alloc_ts", Int64, "MALLOC time, ns; NULL when the block was allocated before collection").time_ns(),
+            col("alloc_row", UInt64, "row_idx of the MALLOC row"),
+            col("free_id", Int64, "ID of the FREE row that ended the block"),
+            col("free_ts", Int64, "end time, ns: the FREE, or the MALLOC that reused the address; NULL = alive at the end").time_ns(),
+            col("free_row", UInt64, "row_idx of the FREE row"),
+            req("free_kind", Utf8, "real (a recorded FREE), shadow (a shadow FREE), replaced (address reused without FREE), none (alive at the end)"),
+            req("stock", Boolean, "the MALLOC is a promoted shadow row: memory allocated before collection started"),
+            col("stack_py", Utf8, "Python stack of the MALLOC"),
+        ],
+    }
+}
+
+pub fn oom() -> TableDef {
+    TableDef {
+        name: "oom",
+        doc: "OOM_DETAIL rows, typed: the trigger (failed request) and the recent / top live allocations the tool listed.",
+        sort_order: &["source", "ts", "row_idx"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            req("row_idx", UInt64, "row position in the file"),
+            req("id", Int64, "ID of the row"),
+            col("ts", Int64, "row time, ns").time_ns(),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written (N/A on recent/top rows)"),
+            req("kind", Utf8, "trigger, recent or top"),
+            req("rank", Int64, "1-based position among the rows of the same kind in file order (recent: 1 = newest as the tool writes them; top: 1 = largest)"),
+            col("func", Utf8, "trigger: the driver call that failed (halMemAlloc, halMemCreate)"),
+            col("req_size", Int64, "trigger: requested bytes").bytes(),
+            col("flag", UInt64, "trigger: driver flag word"),
+            col("ret", Int64, "trigger: driver return code (short-lived writers only)"),
+            col("pool", Utf8, "recent/top: pool of the live block"),
+            col("ptr", UInt64, "recent/top: block address"),
+            col("size", Int64, "recent/top: block bytes").bytes(),
+            col("alloc_ts", Int64, "recent/top: allocation time of the block, ns").time_ns(),
+            col("step", Int64, "recent/top: step number (short-lived writers only)"),
+            col("kernel", Int64, "recent/top: kernel index (short-lived writers only)"),
+            col("client", Int64, "recent/top: client process id (short-lived writers only)"),
+            col("stack_py", Utf8, "Python call stack"),
+            col("stack_c", Utf8, "C call stack"),
+            col("attr", Utf8, "raw Attr"),
+        ],
+    }
+}
+
+pub fn mem_snapshots() -> TableDef {
+    TableDef {
+        name: "mem_snapshots",
+        doc: "SNAPSHOT rows, typed; both key spellings (writer: free/total/max_*/device_rate, docs: free_mem/total_mem/peak_*/device_utilization) map to one set of columns.",
+        sort_order: &["source", "ts", "row_idx"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            req("row_idx", UInt64, "row position in the file"),
+            req("id", Int64, "ID of the row"),
+            col("ts", Int64, "time, ns").time_ns(),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            col("name", Utf8, "snapshot name (Memory Snapshot, OOM_Snapshot, user names)"),
+            col("total_mem", Int64, "device total memory, bytes (total / total_mem)").bytes(),
+            col("free_mem", Int64, "device free memory, bytes (free / free_mem)").bytes(),
+            col("reserved", Int64, "torch memory_reserved, bytes").bytes(),
+            col("peak_reserved", Int64, "torch max_memory_reserved, bytes (max_reserved / peak_reserved)").bytes(),
+            col("allocated", Int64, "torch memory_allocated, bytes").bytes(),
+            col("peak_allocated", Int64, "torch max_memory_allocated, bytes (max_allocated / peak_allocated)").bytes(),
+            col("device_utilization", Float64, "(total-free)/total × 100, percent (device_rate / device_utilization)"),
+            col("pt_utilization", Float64, "allocated/reserved × 100, percent (reserved_rate / pt_utilization)"),
+            req("spelling", Utf8, "which key spelling the row used: writer or doc"),
+            col("attr", Utf8, "raw Attr"),
+        ],
+    }
+}
+
+pub fn python_trace() -> TableDef {
+    TableDef {
+        name: "python_trace",
+        doc: "Python trace records (python_trace_*.csv, or python_trace_<pid> tables of a db).",
+        sort_order: &[],
+        columns: vec![
+            req("source", Utf8, "input file (db: file#table)"),
+            req("line", UInt64, "1-based line (db: rowid)"),
+            req(
+                "func_info",
+                Utf8,
+                "`<file>(<line>): <func>`, `nn.Module: <Class>` or a C function",
+            ),
+            col("start_ts", Int64, "start time, ns; NULL for N/A").time_ns(),
+            col("end_ts", Int64, "end time, ns; NULL for N/A").time_ns(),
+            col("tid", Int64, "thread id"),
+            col("pid", Int64, "process id"),
+        ],
+    }
+}
+
+pub fn step_compare() -> TableDef {
+    TableDef {
+        name: "step_compare",
+        doc: "memory_compare_*.csv: per aligned op of two runs, the bytes allocated by the base and the compare run.",
+        sort_order: &[],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            req("line", UInt64, "1-based line"),
+            req("event", Utf8, "op or kernel event"),
+            col("name", Utf8, "op or kernel name"),
+            col("device", Utf8, "Device Id"),
+            col("base_bytes", Int64, "bytes in the base run; NULL for N/A").bytes(),
+            col("compare_bytes", Int64, "bytes in the compare run; NULL for N/A").bytes(),
+            col("diff_bytes", Int64, "compare - base (N/A counted as 0)").bytes(),
+        ],
+    }
+}
+
+pub fn config() -> TableDef {
+    TableDef {
+        name: "config",
+        doc: "config.json of each msMemScope project folder, flattened to key/value rows (nested keys joined with '.').",
+        sort_order: &[],
+        columns: vec![
+            req("source", Utf8, "the config.json file"),
+            req("key", Utf8, "key path, e.g. analysisType or watchConfig.start"),
+            col("value", Utf8, "value as JSON text (strings unquoted)"),
+        ],
+    }
+}
+
+
+
+/// Every memscope table, in the order they are listed to users.
+pub fn tables() -> Vec<TableDef> {
+    vec![
+        events(),
+        blocks(),
+        oom(),
+        mem_snapshots(),
+        python_trace(),
+        step_compare(),
+        config(),
+    ]
+}

@@ -1,0 +1,12 @@
+//! A data-only decoder for Python pickles (protocols 0–5), std only.
+//!
+//! It builds a tree of plain values ([`value`]) and refuses, with the opcode's name and byte
+//! offset, every opcode that could construct objects or run code (GLOBAL, REDUCE, BUILD, ...).
+//! Depth, lengths, memo use and cycles are checked, so a hostile file is an error, never code
+//! and never a crash. See docs/formats/snapshot.md §1 for the pickles memq reads.
+
+mod opcode;
+mod pickle;
+pub mod value;
+
+pub use pickle::{decode, DecodeError, Decoded};

@@ -1,0 +1,128 @@
+//! The snapshot tables (docs/formats/snapshot.md §3.3): declared once, with a doc per
+//! column. Ids follow the reference converter (`segments.id`, `blocks.id`, `call_stacks.id`,
+//! `traces.trace_index`) so that its figures can be reproduced on these tables.
+
+use datafusion::arrow::datatypes::DataType::{Boolean, Int64, UInt64, Utf8};
+
+use memq_core::catalog::{col, req, TableDef};
+
+pub const SEGMENTS: &str = "snap_segments";
+pub const BLOCKS: &str = "snap_blocks";
+pub const TRACES: &str = "snap_traces";
+pub const FRAMES: &str = "snap_frames";
+pub const INFO: &str = "snap_info";
+
+/// Every snapshot table, in the order `read_snapshot` returns them.
+pub fn tables() -> Vec<TableDef> {
+    vec![segments(), blocks(), traces(), frames(), info()]
+}
+
+const SNAPSHOT_DOC: &str = "the snapshot the row comes from (its source name)";
+const EXTRA_DOC: &str =
+    "keys of the source dict not listed above, as a JSON object; NULL when none";
+
+pub fn segments() -> TableDef {
+    TableDef {
+        name: SEGMENTS,
+        doc: "One row per segment (one device allocation, or one expandable range) in the allocator state at dump time.",
+        sort_order: &["snapshot", "segment_id"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("segment_id", Int64, "1-based position of the segment in the snapshot's segment list (skipping malformed entries); the reference's segments.id"),
+            col("device", Int64, "device ordinal"),
+            col("address", UInt64, "base virtual address of the segment"),
+            col("total_size", Int64, "reserved bytes (= sum of its blocks' size)").bytes(),
+            col("allocated_size", Int64, "bytes of its active_allocated blocks (rounded block sizes)").bytes(),
+            col("active_size", Int64, "bytes of its active_allocated and active_pending_free blocks").bytes(),
+            col("requested_size", Int64, "bytes requested by the callers of its active_allocated blocks").bytes(),
+            col("stream", Int64, "stream handle as an integer; 0 = default stream"),
+            col("segment_type", Utf8, "allocator pool: large or small (small-pool segments are 2 MiB)"),
+            col("pool_id_0", Int64, "first element of segment_pool_id; (0, 0) = default pool, anything else a private pool (CUDA graphs, MemPool)"),
+            col("pool_id_1", Int64, "second element of segment_pool_id"),
+            col("is_expandable", Boolean, "expandable segment (grows and shrinks by segment_map/segment_unmap)"),
+            col("stack_id", Int64, "stack of the allocation that created the segment (snap_frames.stack_id); NULL when none was recorded"),
+            col("extra_json", Utf8, EXTRA_DOC),
+        ],
+    }
+}
+
+pub fn blocks() -> TableDef {
+    TableDef {
+        name: BLOCKS,
+        doc: "One row per block: the consecutive pieces each segment is carved into, in address order.",
+        sort_order: &["snapshot", "block_id"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("block_id", Int64, "1-based position of the block among all blocks of the snapshot, segment by segment; the reference's blocks.id"),
+            req("segment_id", Int64, "its segment (snap_segments.segment_id)"),
+            col("device", Int64, "device ordinal of its segment"),
+            col("address", UInt64, "block address"),
+            req("address_derived", Boolean, "true when the source had no block address and `address` is segment base + offset (the reference shows 0)"),
+            col("offset_in_segment", Int64, "bytes of the earlier blocks of its segment; NULL when one of their sizes is missing"),
+            col("size", Int64, "bytes the block occupies (after rounding)").bytes(),
+            col("requested_size", Int64, "bytes the caller asked for (<= size); from history[0].real_size on legacy blocks").bytes(),
+            col("state", Utf8, "active_allocated (in use), active_pending_free (freed, still used by another stream; also spelled active_awaiting_free) or inactive (cached free)"),
+            col("stack_id", Int64, "allocation stack (snap_frames.stack_id); NULL when none was recorded (free blocks, blocks allocated before recording)"),
+            col("extra_json", Utf8, EXTRA_DOC),
+        ],
+    }
+}
+
+pub fn traces() -> TableDef {
+    TableDef {
+        name: TRACES,
+        doc: "One row per allocator event of the trace ring buffer (device_traces), oldest first per device.",
+        sort_order: &["snapshot", "device", "seq"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("device", Int64, "device ordinal = position of the event's list in device_traces"),
+            req("seq", Int64, "0-based position in its device list, counting malformed entries too (the reference's trace_index)"),
+            col("action", Utf8, "alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom, workspace_snapshot (torch_npu) or free (merged free)"),
+            col("addr", UInt64, "block address (alloc/free_*), segment base (segment_*), start of the range (segment_map/unmap), 0 (snapshot); NULL for oom"),
+            col("device_free", Int64, "oom only: bytes the driver reported free"),
+            col("size", Int64, "bytes: requested size (alloc/free_*), segment or range size (segment_*), allocated bytes (snapshot), failed request (oom)").bytes(),
+            col("stream", Int64, "stream handle as an integer; 0 = default stream"),
+            col("time_us", Int64, "event time in microseconds (epoch-based, use for order and durations); NULL before PyTorch recorded it"),
+            col("compile_context", Utf8, "torch.compile context of the event (N/A when none)"),
+            col("user_metadata", Utf8, "user metadata of the event (a dict is kept as JSON)"),
+            col("pool_id_0", Int64, "first element of the event's memory pool id (newest PyTorch)"),
+            col("pool_id_1", Int64, "second element of the event's memory pool id"),
+            col("stack_id", Int64, "stack of the event (snap_frames.stack_id): the allocation site for alloc, the free site for free_*; NULL when none was recorded"),
+            col("forward_stack_id", Int64, "forward-pass traceback of a backward-pass allocation (forward_frames, one text frame per line); NULL when absent"),
+            col("extra_json", Utf8, EXTRA_DOC),
+        ],
+    }
+}
+
+pub fn frames() -> TableDef {
+    TableDef {
+        name: FRAMES,
+        doc: "Call stacks, deduplicated by content: one row per frame of each distinct stack. Stack ids count from 1 in first-seen order (segment, its blocks, ..., then trace events), as the reference's call_stacks.id.",
+        sort_order: &["snapshot", "stack_id", "depth"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("stack_id", Int64, "the stack (referenced by stack_id columns)"),
+            req("depth", Int64, "position in the stack: 0 = innermost frame (with C++ stacks the unwinder itself), last = outermost"),
+            col("name", Utf8, "function name; a text frame that is not `filename:line:name` is kept whole here"),
+            col("filename", Utf8, "source file (C++ frames often ?? or empty)"),
+            col("line", Int64, "line number; 0 for C++ frames; -1 for values beyond Int64 (PyTorch writes 2^64-1 for -1)"),
+            col("extra_json", Utf8, "other keys of the frame dict (e.g. fx_node_* with augment_with_fx_traces), as a JSON object; NULL when none"),
+        ],
+    }
+}
+
+pub fn info() -> TableDef {
+    TableDef {
+        name: INFO,
+        doc: "Everything else in the snapshot as key/value rows: file facts, allocator settings, external annotations, other top-level keys, and ingest warnings.",
+        sort_order: &[],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("section", Utf8, "meta (protocol, top_level, file_bytes, keys), allocator_settings, external_annotations, top_level (any other top-level key) or warning"),
+            col("item", Int64, "0-based element number in list sections (external_annotations, warning); NULL otherwise"),
+            req("key", Utf8, "setting or field name; for warnings the place in the snapshot (e.g. segments[3].blocks[0])"),
+            col("value", Utf8, "strings verbatim, other values as JSON; NULL for None"),
+            req("value_type", Utf8, "Python type of the value: str, int, float, bool, none, list, tuple, dict, set, bytes"),
+        ],
+    }
+}

@@ -1,0 +1,685 @@
+//! Walks a decoded snapshot (docs/formats/snapshot.md §1) into the rows of the snap_* tables.
+//!
+//! Accepted: a dict or a list (segments only) at the top, any key order, missing optional keys,
+//! unknown keys (kept as JSON), `device_free` instead of `addr` on `oom`, dict or text frames,
+//! both pending-free spellings, legacy blocks with `history`. Anything malformed (a segment that
+//! is not a dict, a size that is not an int) is recorded as a warning row in snap_info, never
+//! silently skipped. A dict or list reached twice through the memo would repeat its rows, so it
+//! is refused: the number of rows stays bounded by the size of the file.
+
+use std::path::Path;
+
+use memq_core::error::{Location, MemqError, Result};
+
+use crate::frames::Stacks;
+use crate::json::{BudgetExceeded, Json};
+use memq_pickle::Decoded;
+use memq_pickle::value::{a, Arena, ObjId, Value};
+
+/// Most warning rows kept per snapshot; the rest are counted in one last row.
+const MAX_WARNINGS: usize = 1000;
+
+#[derive(Debug, Default)]
+pub struct SegmentRow {
+    pub segment_id: i64,
+    pub device: Option<i64>,
+    pub address: Option<u64>,
+    pub total_size: Option<i64>,
+    pub allocated_size: Option<i64>,
+    pub active_size: Option<i64>,
+    pub requested_size: Option<i64>,
+    pub stream: Option<i64>,
+    pub segment_type: Option<String>,
+    pub pool_id: (Option<i64>, Option<i64>),
+    pub is_expandable: Option<bool>,
+    pub stack_id: Option<i64>,
+    pub extra_json: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct BlockRow {
+    pub block_id: i64,
+    pub segment_id: i64,
+    pub device: Option<i64>,
+    pub address: Option<u64>,
+    pub address_derived: bool,
+    pub offset_in_segment: Option<i64>,
+    pub size: Option<i64>,
+    pub requested_size: Option<i64>,
+    pub state: Option<String>,
+    pub stack_id: Option<i64>,
+    pub extra_json: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct TraceRow {
+    pub device: i64,
+    pub seq: i64,
+    pub action: Option<String>,
+    pub addr: Option<u64>,
+    pub device_free: Option<i64>,
+    pub size: Option<i64>,
+    pub stream: Option<i64>,
+    pub time_us: Option<i64>,
+    pub compile_context: Option<String>,
+    pub user_metadata: Option<String>,
+    pub pool_id: (Option<i64>, Option<i64>),
+    pub stack_id: Option<i64>,
+    pub forward_stack_id: Option<i64>,
+    pub extra_json: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct InfoRow {
+    pub section: &'static str,
+    pub item: Option<i64>,
+    pub key: String,
+    pub value: Option<String>,
+    pub value_type: &'static str,
+}
+
+/// The rows of every snapshot table; frame text borrows from the decoded pickle.
+pub struct Rows<'a> {
+    pub segments: Vec<SegmentRow>,
+    pub blocks: Vec<BlockRow>,
+    pub traces: Vec<TraceRow>,
+    pub stacks: Stacks<'a>,
+    pub info: Vec<InfoRow>,
+}
+
+/// Turns a decoded snapshot into rows. `file_bytes` is the size of the pickle.
+pub fn rows<'a>(path: &'a Path, decoded: &'a Decoded<'_>, file_bytes: usize) -> Result<Rows<'a>> {
+    let arena = &decoded.arena;
+    // Object ids and stack ids are kept as u32 in the per-object tables.
+    if arena.len() >= u32::MAX as usize {
+        return Err(MemqError::input(
+            path,
+            Location::None,
+            format!("holds {} objects; memq reads at most 2^32 - 2", arena.len()),
+        ));
+    }
+    let mut walker = Walker {
+        path,
+        arena,
+        // Plenty for any real snapshot's JSON cells, far too little for an exponential one.
+        json: Json::with_budget(file_bytes.saturating_mul(16).max(64 << 20)),
+        rows: Rows {
+            segments: Vec::new(),
+            blocks: Vec::new(),
+            traces: Vec::new(),
+            stacks: Stacks::new(arena),
+            info: Vec::new(),
+        },
+        claimed: vec![false; arena.len()],
+        problems: Vec::new(),
+        warnings: decoded
+            .warnings
+            .iter()
+            .map(|w| ("pickle".to_string(), w.clone()))
+            .collect(),
+    };
+    walker.meta("protocol", decoded.protocol.to_string(), "int");
+    walker.meta("file_bytes", file_bytes.to_string(), "int");
+    walker.root(decoded.root)?;
+    walker.finish_warnings();
+    Ok(walker.rows)
+}
+
+struct Walker<'a> {
+    path: &'a Path,
+    arena: &'a Arena<'a>,
+    json: Json,
+    rows: Rows<'a>,
+    /// Per object: it is a row dict or row list already read.
+    claimed: Vec<bool>,
+    /// Problems of the dict being read, given their place when it is done.
+    problems: Vec<String>,
+    /// (place, message) of every problem.
+    warnings: Vec<(String, String)>,
+}
+
+impl<'a> Walker<'a> {
+    fn root(&mut self, root: Value) -> Result<()> {
+        let arena = self.arena;
+        if let Some(items) = arena.dict(root) {
+            return self.snapshot_dict(items);
+        }
+        if let (Some(segments), "list") = (arena.sequence(root), arena.type_name(root)) {
+            self.meta("top_level", "list".to_string(), "str");
+            return self.segment_list(segments);
+        }
+        let offset = match root {
+            Value::Obj(id) => arena.offset(id),
+            _ => 0,
+        };
+        Err(MemqError::input(
+            self.path,
+            Location::ByteOffset(offset),
+            format!(
+                "the pickle holds {}, not a snapshot dict or a list of segments",
+                a(arena.type_name(root))
+            ),
+        ))
+    }
+
+    /// The top-level dict, whatever its key order.
+    fn snapshot_dict(&mut self, items: &'a [(Value, Value)]) -> Result<()> {
+        self.meta("top_level", "dict".to_string(), "str");
+        let keys = items
+            .iter()
+            .map(|&(key, _)| self.key_text(key))
+            .collect::<Result<Vec<_>>>()?;
+        let keys = serde_json::to_string(&keys).unwrap_or_default();
+        self.meta("keys", keys, "list");
+        let (mut segments, mut traces) = (None, None);
+        for &(key, value) in items {
+            match self.arena.str(key) {
+                Some("segments") => segments = Some(value),
+                Some("device_traces") => traces = Some(value),
+                Some("allocator_settings") => self.settings(value)?,
+                Some("external_annotations") => self.annotations(value)?,
+                _ => {
+                    let key = self.key_text(key)?;
+                    self.info("top_level", None, key, value)?;
+                }
+            }
+        }
+        // Segments first, then traces: the order the reference numbers stacks in.
+        match segments {
+            Some(segments) => self.segments(segments)?,
+            None => self.warn("snapshot", "has no segments key"),
+        }
+        match traces {
+            Some(traces) => self.traces(traces),
+            None => {
+                self.warn("snapshot", "has no device_traces key");
+                Ok(())
+            }
+        }
+    }
+
+    // Segments and blocks.
+
+    fn segments(&mut self, value: Value) -> Result<()> {
+        if let Some(items) = self.row_list(value, &|| "segments".to_string())? {
+            self.segment_list(items)?;
+        }
+        Ok(())
+    }
+
+    fn segment_list(&mut self, items: &'a [Value]) -> Result<()> {
+        for (index, &item) in items.iter().enumerate() {
+            let place = || format!("segments[{index}]");
+            let Some(fields) = self.row_dict(item, &place)? else {
+                continue;
+            };
+            let mut row = SegmentRow {
+                segment_id: self.rows.segments.len() as i64 + 1,
+                ..SegmentRow::default()
+            };
+            let (mut frames, mut blocks, mut extra) = (Value::None, None, Vec::new());
+            for &(key, value) in fields {
+                match self.arena.str(key) {
+                    Some("device") => row.device = self.int("device", value),
+                    Some("address") => row.address = self.address("address", value),
+                    Some("total_size") => row.total_size = self.int("total_size", value),
+                    Some("allocated_size") => {
+                        row.allocated_size = self.int("allocated_size", value)
+                    }
+                    Some("active_size") => row.active_size = self.int("active_size", value),
+                    Some("requested_size") => {
+                        row.requested_size = self.int("requested_size", value)
+                    }
+                    Some("stream") => row.stream = self.int("stream", value),
+                    Some("segment_type") => row.segment_type = self.text("segment_type", value),
+                    Some("segment_pool_id") => row.pool_id = self.pool_id("segment_pool_id", value),
+                    Some("is_expandable") => row.is_expandable = self.flag("is_expandable", value),
+                    Some("frames") => frames = value,
+                    Some("blocks") => blocks = Some(value),
+                    _ => extra.push((key, value)),
+                }
+            }
+            // The segment's own stack before its blocks': the reference's numbering.
+            row.stack_id = self.stack(frames)?;
+            row.extra_json = self.extra(&extra)?;
+            if blocks.is_none() {
+                self.problems.push("has no blocks key".to_string());
+            }
+            self.flush(&place);
+            let segment = (index, row.segment_id, row.device, row.address);
+            self.rows.segments.push(row);
+            if let Some(blocks) = blocks {
+                self.blocks(blocks, segment)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks of one segment: (position in the segment list, id, device, base address).
+    fn blocks(
+        &mut self,
+        value: Value,
+        (segment_index, segment_id, device, base): (usize, i64, Option<i64>, Option<u64>),
+    ) -> Result<()> {
+        let list_place = || format!("segments[{segment_index}].blocks");
+        let Some(items) = self.row_list(value, &list_place)? else {
+            return Ok(());
+        };
+        let mut offset = Some(0i64);
+        for (index, &item) in items.iter().enumerate() {
+            let place = || format!("segments[{segment_index}].blocks[{index}]");
+            let Some(fields) = self.row_dict(item, &place)? else {
+                offset = None;
+                continue;
+            };
+            let mut row = BlockRow {
+                block_id: self.rows.blocks.len() as i64 + 1,
+                segment_id,
+                device,
+                offset_in_segment: offset,
+                ..BlockRow::default()
+            };
+            let (mut frames, mut history, mut extra) = (None, None, Vec::new());
+            for &(key, value) in fields {
+                match self.arena.str(key) {
+                    Some("address") => row.address = self.address("address", value),
+                    Some("size") => row.size = self.int("size", value),
+                    Some("requested_size") => {
+                        row.requested_size = self.int("requested_size", value)
+                    }
+                    Some("state") => row.state = self.text("state", value).map(canonical_state),
+                    Some("frames") => frames = Some(value),
+                    Some("history") => history = Some(value),
+                    _ => extra.push((key, value)),
+                }
+            }
+            if let Some(history) = history {
+                self.legacy_history(history, &mut row, &mut frames);
+            }
+            if row.address.is_none() {
+                row.address = base
+                    .zip(offset)
+                    .and_then(|(base, offset)| base.checked_add_signed(offset));
+                row.address_derived = row.address.is_some();
+            }
+            offset = offset
+                .zip(row.size)
+                .and_then(|(offset, size)| offset.checked_add(size));
+            row.stack_id = self.stack(frames.unwrap_or(Value::None))?;
+            row.extra_json = self.extra(&extra)?;
+            self.flush(&place);
+            self.rows.blocks.push(row);
+        }
+        Ok(())
+    }
+
+    /// Pre-2.0 blocks have no `frames`/`requested_size` but a `history` whose first element
+    /// holds them (`frames`, `real_size`), as PyTorch's viewers read it.
+    fn legacy_history(&mut self, history: Value, row: &mut BlockRow, frames: &mut Option<Value>) {
+        let first = self
+            .arena
+            .sequence(history)
+            .and_then(|h| h.first().copied());
+        let Some(first) = first.and_then(|first| self.arena.dict(first)) else {
+            return;
+        };
+        for &(key, value) in first {
+            match self.arena.str(key) {
+                Some("frames") if frames.is_none() => *frames = Some(value),
+                Some("real_size") if row.requested_size.is_none() => {
+                    row.requested_size = self.int("history[0].real_size", value)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // Trace events.
+
+    fn traces(&mut self, value: Value) -> Result<()> {
+        let Some(devices) = self.row_list(value, &|| "device_traces".to_string())? else {
+            return Ok(());
+        };
+        // Forward stacks are numbered after every stack the reference knows, to keep its ids.
+        let mut forward = Vec::new();
+        for (device, &events) in devices.iter().enumerate() {
+            let Some(events) = self.row_list(events, &|| format!("device_traces[{device}]"))?
+            else {
+                continue;
+            };
+            for (seq, &event) in events.iter().enumerate() {
+                let place = || format!("device_traces[{device}][{seq}]");
+                let Some(fields) = self.row_dict(event, &place)? else {
+                    continue;
+                };
+                let mut row = TraceRow {
+                    device: device as i64,
+                    seq: seq as i64,
+                    ..TraceRow::default()
+                };
+                let (mut frames, mut extra) = (Value::None, Vec::new());
+                for &(key, value) in fields {
+                    match self.arena.str(key) {
+                        Some("action") => row.action = self.text("action", value),
+                        Some("addr") => row.addr = self.address("addr", value),
+                        Some("device_free") => row.device_free = self.int("device_free", value),
+                        Some("size") => row.size = self.int("size", value),
+                        Some("stream") => row.stream = self.int("stream", value),
+                        Some("time_us") => row.time_us = self.int("time_us", value),
+                        Some("compile_context") => {
+                            row.compile_context = self.text("compile_context", value)
+                        }
+                        Some("user_metadata") => row.user_metadata = self.any_text(value)?,
+                        Some("pool_id") => row.pool_id = self.pool_id("pool_id", value),
+                        Some("frames") => frames = value,
+                        Some("forward_frames") => {
+                            forward.push((self.rows.traces.len(), place(), value))
+                        }
+                        _ => extra.push((key, value)),
+                    }
+                }
+                row.stack_id = self.stack(frames)?;
+                row.extra_json = self.extra(&extra)?;
+                self.flush(&place);
+                self.rows.traces.push(row);
+            }
+        }
+        for (row, place, frames) in forward {
+            self.rows.traces[row].forward_stack_id = self.stack(frames)?;
+            self.flush(&|| place.clone());
+        }
+        Ok(())
+    }
+
+    // Other top-level keys.
+
+    fn settings(&mut self, value: Value) -> Result<()> {
+        let Some(items) = self.arena.dict(value) else {
+            let found = self.arena.type_name(value);
+            self.warn(
+                "allocator_settings",
+                &format!("is {}, not a dict", a(found)),
+            );
+            return Ok(());
+        };
+        for &(key, value) in items {
+            let key = self.key_text(key)?;
+            self.info("allocator_settings", None, key, value)?;
+        }
+        Ok(())
+    }
+
+    fn annotations(&mut self, value: Value) -> Result<()> {
+        let Some(items) = self.arena.sequence(value) else {
+            let found = self.arena.type_name(value);
+            self.warn(
+                "external_annotations",
+                &format!("is {}, not a list", a(found)),
+            );
+            return Ok(());
+        };
+        for (index, &annotation) in items.iter().enumerate() {
+            let Some(fields) = self.arena.dict(annotation) else {
+                let found = self.arena.type_name(annotation);
+                let place = format!("external_annotations[{index}]");
+                self.warn(&place, &format!("is {}, not a dict; skipped", a(found)));
+                continue;
+            };
+            for &(key, value) in fields {
+                let key = self.key_text(key)?;
+                self.info("external_annotations", Some(index as i64), key, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn meta(&mut self, key: &str, value: String, value_type: &'static str) {
+        self.rows.info.push(InfoRow {
+            section: "meta",
+            item: None,
+            key: key.to_string(),
+            value: Some(value),
+            value_type,
+        });
+    }
+
+    fn info(
+        &mut self,
+        section: &'static str,
+        item: Option<i64>,
+        key: String,
+        value: Value,
+    ) -> Result<()> {
+        let value_type = self.arena.type_name(value);
+        let value = self.any_text(value)?;
+        self.rows.info.push(InfoRow {
+            section,
+            item,
+            key,
+            value,
+            value_type,
+        });
+        Ok(())
+    }
+
+    fn finish_warnings(&mut self) {
+        let total = self.warnings.len();
+        for (item, (place, message)) in self.warnings.drain(..).take(MAX_WARNINGS).enumerate() {
+            self.rows.info.push(InfoRow {
+                section: "warning",
+                item: Some(item as i64),
+                key: place,
+                value: Some(message),
+                value_type: "str",
+            });
+        }
+        if total > MAX_WARNINGS {
+            self.rows.info.push(InfoRow {
+                section: "warning",
+                item: Some(MAX_WARNINGS as i64),
+                key: "snapshot".to_string(),
+                value: Some(format!("{} more warnings not shown", total - MAX_WARNINGS)),
+                value_type: "str",
+            });
+        }
+    }
+
+    // Rows and their containers.
+
+    /// A dict that becomes a row, or `None` (with a warning) when it is something else.
+    fn row_dict(
+        &mut self,
+        value: Value,
+        place: &dyn Fn() -> String,
+    ) -> Result<Option<&'a [(Value, Value)]>> {
+        match (value, self.arena.dict(value)) {
+            (Value::Obj(id), Some(fields)) => {
+                self.claim(id, place)?;
+                Ok(Some(fields))
+            }
+            _ => {
+                let found = self.arena.type_name(value);
+                self.warn(&place(), &format!("is {}, not a dict; skipped", a(found)));
+                Ok(None)
+            }
+        }
+    }
+
+    /// A list of rows, or `None` (with a warning) when it is something else.
+    fn row_list(
+        &mut self,
+        value: Value,
+        place: &dyn Fn() -> String,
+    ) -> Result<Option<&'a [Value]>> {
+        match (value, self.arena.sequence(value)) {
+            (Value::Obj(id), Some(items)) => {
+                if !items.is_empty() {
+                    self.claim(id, place)?;
+                }
+                Ok(Some(items))
+            }
+            _ => {
+                let found = self.arena.type_name(value);
+                self.warn(&place(), &format!("is {}, not a list; skipped", a(found)));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Refuses a row container reached a second time.
+    fn claim(&mut self, id: ObjId, place: &dyn Fn() -> String) -> Result<()> {
+        if !std::mem::replace(&mut self.claimed[id], true) {
+            return Ok(());
+        }
+        Err(MemqError::input(
+            self.path,
+            Location::ByteOffset(self.arena.offset(id)),
+            format!(
+                "{} is an object already read at another place (shared through the memo); \
+                 refusing a snapshot whose rows repeat",
+                place()
+            ),
+        ))
+    }
+
+    // Fields.
+
+    fn int(&mut self, key: &str, value: Value) -> Option<i64> {
+        let int = self.arena.int(value);
+        let small = int.and_then(|i| i64::try_from(i).ok());
+        match (value, int) {
+            (Value::None, _) => {}
+            (_, None) => self.wrong_type(key, value, "an int"),
+            (_, Some(i)) if small.is_none() => self
+                .problems
+                .push(format!("{key} {i} is out of range; ignored")),
+            _ => {}
+        }
+        small
+    }
+
+    fn address(&mut self, key: &str, value: Value) -> Option<u64> {
+        let int = self.arena.int(value);
+        let address = int.and_then(|i| u64::try_from(i).ok());
+        match (value, int) {
+            (Value::None, _) => {}
+            (_, None) => self.wrong_type(key, value, "an int"),
+            (_, Some(i)) if address.is_none() => self
+                .problems
+                .push(format!("{key} {i} is not an address; ignored")),
+            _ => {}
+        }
+        address
+    }
+
+    fn text(&mut self, key: &str, value: Value) -> Option<String> {
+        let text = self.arena.str(value).map(str::to_string);
+        if text.is_none() && value != Value::None {
+            self.wrong_type(key, value, "a str");
+        }
+        text
+    }
+
+    fn flag(&mut self, key: &str, value: Value) -> Option<bool> {
+        match value {
+            Value::Bool(b) => Some(b),
+            Value::None => None,
+            _ => {
+                self.wrong_type(key, value, "a bool");
+                None
+            }
+        }
+    }
+
+    /// A 2-tuple (or list) of ints.
+    fn pool_id(&mut self, key: &str, value: Value) -> (Option<i64>, Option<i64>) {
+        match self.arena.sequence(value) {
+            Some(&[first, second]) => (self.int(key, first), self.int(key, second)),
+            _ => {
+                if value != Value::None {
+                    self.wrong_type(key, value, "a pair of ints");
+                }
+                (None, None)
+            }
+        }
+    }
+
+    fn wrong_type(&mut self, key: &str, value: Value, expected: &str) {
+        let found = self.arena.type_name(value);
+        self.problems
+            .push(format!("{key} is {}, not {expected}; ignored", a(found)));
+    }
+
+    /// A string verbatim, `None` as NULL, anything else as JSON.
+    fn any_text(&mut self, value: Value) -> Result<Option<String>> {
+        let arena = self.arena;
+        match (value, arena.str(value)) {
+            (Value::None, _) => Ok(None),
+            (_, Some(text)) => Ok(Some(text.to_string())),
+            _ => self.json_value(|json| json.value(arena, value)).map(Some),
+        }
+    }
+
+    fn key_text(&mut self, key: Value) -> Result<String> {
+        Ok(self.any_text(key)?.unwrap_or_default())
+    }
+
+    fn extra(&mut self, items: &[(Value, Value)]) -> Result<Option<String>> {
+        if items.is_empty() {
+            return Ok(None);
+        }
+        let arena = self.arena;
+        self.json_value(|json| json.object(arena, items)).map(Some)
+    }
+
+    fn stack(&mut self, frames: Value) -> Result<Option<i64>> {
+        let (arena, json) = (self.arena, &mut self.json);
+        self.rows
+            .stacks
+            .intern(arena, json, frames, &mut self.problems)
+            .map_err(|BudgetExceeded| self.expansion_error())
+    }
+
+    fn json_value(
+        &mut self,
+        render: impl FnOnce(&mut Json) -> std::result::Result<String, BudgetExceeded>,
+    ) -> Result<String> {
+        render(&mut self.json).map_err(|BudgetExceeded| self.expansion_error())
+    }
+
+    fn expansion_error(&self) -> MemqError {
+        MemqError::input(
+            self.path,
+            Location::None,
+            "the snapshot's values expand far beyond the file's size through shared references; \
+             refusing it",
+        )
+    }
+
+    // Warnings.
+
+    fn warn(&mut self, place: &str, message: &str) {
+        self.warnings.push((place.to_string(), message.to_string()));
+    }
+
+    /// Gives the problems of the dict just read their place.
+    fn flush(&mut self, place: &dyn Fn() -> String) {
+        if self.problems.is_empty() {
+            return;
+        }
+        let place = place();
+        for problem in self.problems.drain(..) {
+            self.warnings.push((place.clone(), problem));
+        }
+    }
+}
+
+/// One spelling per block state: the TypedDict's `active_awaiting_free` is the builders'
+/// `active_pending_free`.
+fn canonical_state(state: String) -> String {
+    if state == "active_awaiting_free" {
+        "active_pending_free".to_string()
+    } else {
+        state
+    }
+}

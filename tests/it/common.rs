@@ -1,0 +1,162 @@
+//! Helpers shared by the integration tests: ingest into a temporary dataset, run SQL, read
+//! results as text cells.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use std::collections::BTreeMap;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt64Type};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use memq_engine::Engine;
+use memq_ingest::{IngestOptions, IngestReport};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// `../shared/fixtures/<rel>` (the real samples CI provides beside the clone).
+pub fn shared_fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(rel)
+}
+
+/// `fixtures/<rel>` of this project.
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+}
+
+/// An ingested dataset living in a temporary folder.
+pub struct Ingested {
+    pub dir: TempDir,
+    pub dataset: PathBuf,
+    pub report: IngestReport,
+}
+
+pub async fn ingest_temp(inputs: &[PathBuf]) -> memq::error::Result<Ingested> {
+    let dir = TempDir::new().expect("temp dir");
+    let dataset = dir.path().join("t.memq");
+    let opts = IngestOptions {
+        output: dataset.clone(),
+        force: false,
+        strict: false,
+        progress: false,
+    };
+    let report = memq_ingest::ingest(inputs, &opts, &memq::catalog()).await?;
+    Ok(Ingested {
+        dir,
+        dataset,
+        report,
+    })
+}
+
+/// Ingests and opens; panics on error (for tests of good inputs).
+pub async fn open(inputs: &[PathBuf]) -> (Ingested, Engine) {
+    let ing = ingest_temp(inputs).await.expect("ingest");
+    let engine = Engine::open(&ing.dataset, &memq::catalog()).await.expect("open");
+    (ing, engine)
+}
+
+/// Every row of a result as text cells (NULL as "NULL").
+pub fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let opts = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for b in batches {
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            rows.push(fmts.iter().map(|f| f.value(r).to_string()).collect());
+        }
+    }
+    rows
+}
+
+pub async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
+    cells(
+        &engine
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}")),
+    )
+}
+
+/// A single integer result.
+pub async fn int(engine: &Engine, sql: &str) -> i64 {
+    let r = rows(engine, sql).await;
+    r[0][0]
+        .parse()
+        .unwrap_or_else(|_| panic!("{sql}: not an integer: {:?}", r))
+}
+
+/// The reference figures recorded in tests/golden/expected.json.
+pub fn golden() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/expected.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("golden file")).expect("golden json")
+}
+
+/// One result row: column name → JSON value (integers stay exact, lists and structs nest).
+pub type Row = BTreeMap<String, Value>;
+
+pub fn json_cell(a: &dyn Array, i: usize) -> Value {
+    if a.is_null(i) {
+        return Value::Null;
+    }
+    match a.data_type() {
+        DataType::Int64 => Value::from(a.as_primitive::<Int64Type>().value(i)),
+        DataType::Int32 => Value::from(a.as_primitive::<Int32Type>().value(i)),
+        DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(i)),
+        DataType::Float64 => Value::from(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Boolean => Value::from(a.as_boolean().value(i)),
+        DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Value::from(a.as_string::<i64>().value(i)),
+        DataType::Utf8View => Value::from(a.as_string_view().value(i)),
+        DataType::List(_) => {
+            let items = a.as_list::<i32>().value(i);
+            Value::Array(
+                (0..items.len())
+                    .map(|k| json_cell(items.as_ref(), k))
+                    .collect(),
+            )
+        }
+        DataType::Struct(fields) => {
+            let st = a.as_struct();
+            Value::Object(
+                fields
+                    .iter()
+                    .zip(st.columns())
+                    .map(|(f, c)| (f.name().clone(), json_cell(c.as_ref(), i)))
+                    .collect(),
+            )
+        }
+        DataType::Dictionary(_, _) => {
+            let s = datafusion::arrow::compute::cast(&a.slice(i, 1), &DataType::Utf8).unwrap();
+            Value::from(s.as_string::<i32>().value(0))
+        }
+        other => panic!("test helper: unsupported type {other}"),
+    }
+}
+
+/// Every row of a query as name → JSON value.
+pub async fn query_json(engine: &Engine, sql: &str) -> Vec<Row> {
+    let batches = engine
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}\n{e}"));
+    let mut out = Vec::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let mut row = Row::new();
+            for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+                row.insert(f.name().clone(), json_cell(c.as_ref(), i));
+            }
+            out.push(row);
+        }
+    }
+    out
+}

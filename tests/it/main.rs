@@ -1,0 +1,16 @@
+//! memq's integration tests, one binary by topic. Shared helpers and the datasets made from
+//! the samples live in [`common`].
+
+mod common;
+
+mod cli;
+mod gen_truth;
+mod ingest_g3;
+mod ingest_memscope;
+mod ingest_mixed;
+mod memscope_memory;
+mod memscope_oom_steps;
+mod repl_pty;
+mod run_export_todb;
+mod snapshot_decoder;
+mod snapshot_library;

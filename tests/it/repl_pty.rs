@@ -1,0 +1,428 @@
+//! The REPL (`memq INPUT`) driven through a real pseudo-terminal: multi-line statements, Tab
+//! completion, meta commands, `\o` to Parquet, Ctrl-C during a long query, errors, history
+//! across sessions; and the auto-ingest cache of raw inputs.
+
+
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use memq_engine::Engine;
+use memq::repl::completer::{Vocabulary, KEYWORDS};
+use rexpect::session::{spawn_with_options, Options, PtySession};
+use tempfile::TempDir;
+
+const PROMPT: &str = "memq> ";
+
+/// A dataset of the 4 real samples plus private XDG state and cache folders.
+struct Fixture {
+    dir: TempDir,
+    dataset: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = TempDir::new().unwrap();
+        let dataset = dir.path().join("real.memq");
+        let out = Command::new(env!("CARGO_BIN_EXE_memq"))
+            .arg("ingest")
+            .arg(shared_fixture("memscope/real"))
+            .arg("-o")
+            .arg(&dataset)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Fixture { dir, dataset }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    fn command(&self, args: &[&Path]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_memq"));
+        c.args(args)
+            .env("XDG_STATE_HOME", self.state())
+            .env("XDG_CACHE_HOME", self.cache())
+            .env("TERM", "xterm")
+            .env_remove("NO_COLOR");
+        c
+    }
+
+    /// `memq DATASET` in a pseudo-terminal, waiting for the first prompt.
+    fn spawn(&self) -> PtySession {
+        let c = self.command(&[&self.dataset]);
+        let mut p = spawn_with_options(
+            c,
+            Options::new()
+                .timeout_ms(Some(60_000))
+                .strip_ansi_escape_codes(true),
+        )
+        .unwrap();
+        p.exp_string(PROMPT).unwrap();
+        p
+    }
+}
+
+/// Sends `\q` and waits for the process to end.
+fn quit(mut p: PtySession) {
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\q").unwrap();
+    p.exp_eof().unwrap();
+}
+
+#[test]
+fn multi_line_query_describe_and_timing() {
+    let f = Fixture::new();
+    let mut p = f.spawn();
+    p.send_line("SELECT event, count(*) AS n").unwrap();
+    p.exp_string("...> ").unwrap();
+    p.send_line("FROM events").unwrap();
+    p.exp_string("...> ").unwrap();
+    p.send_line("WHERE event = 'MALLOC' GROUP BY event;")
+        .unwrap();
+    p.exp_regex(r"\| MALLOC +\| 626 +\|").unwrap();
+    p.exp_string("1 row").unwrap();
+    p.exp_string(PROMPT).unwrap();
+
+    p.send_line("\\d events").unwrap();
+    p.exp_string("Table events (909 rows)").unwrap();
+    p.exp_regex(r"device_used +Int64 +yes +Attr device_used")
+        .unwrap();
+    p.exp_string(PROMPT).unwrap();
+
+    p.send_line("\\timing on").unwrap();
+    p.exp_string("Timing is on.").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT 1 AS one;").unwrap();
+    p.exp_regex(r"Time: [0-9.]+ ms").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\timing off").unwrap();
+    p.exp_string("Timing is off.").unwrap();
+    p.exp_string(PROMPT).unwrap();
+
+    // Two statements on one line, and a byte column (its unit from the catalog, through max())
+    // shown human-readable; a plain number is not.
+    p.send_line("SELECT CAST(1572864 AS BIGINT) AS size; SELECT max(size) AS size FROM events;")
+        .unwrap();
+    p.exp_regex(r"\| 1572864 +\|").unwrap();
+    p.exp_string("18.00 MiB").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\bytes raw").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT max(size) AS size FROM events;").unwrap();
+    p.exp_string("18874368").unwrap();
+    quit(p);
+}
+
+/// The shortest prefix of `name` that Tab completes to exactly `name` (every other candidate
+/// with that prefix extends `name`), if any.
+fn completable_prefix(name: &str, vocab: &Vocabulary) -> Option<String> {
+    let all: Vec<String> = vocab
+        .relations()
+        .chain(&vocab.columns)
+        .chain(&vocab.functions)
+        .cloned()
+        .chain(KEYWORDS.iter().map(|k| k.to_string()))
+        .collect();
+    (3..name.len()).map(|n| &name[..n]).find_map(|prefix| {
+        let lower = prefix.to_ascii_lowercase();
+        let ok = all
+            .iter()
+            .filter(|c| c.to_ascii_lowercase().starts_with(&lower))
+            .all(|c| {
+                c.to_ascii_lowercase()
+                    .starts_with(&name.to_ascii_lowercase())
+            });
+        ok.then(|| prefix.to_string())
+    })
+}
+
+#[test]
+fn tab_completes_view_and_column_names() {
+    let f = Fixture::new();
+    let vocab = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let e = Engine::open(&f.dataset, &memq::catalog()).await.unwrap();
+        Vocabulary::load(&e.ctx).await
+    });
+    let col = completable_prefix("device_used", &vocab).expect("device_used can be completed");
+    assert!(col.len() < "device_used".len());
+    let mut p = f.spawn();
+
+    // A view created in the session is offered at once.
+    p.send_line("CREATE VIEW tab_probe_view AS SELECT * FROM events WHERE event = 'MALLOC';")
+        .unwrap();
+    p.exp_string("OK").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send(&format!("SELECT count({col}")).unwrap();
+    p.send("\t").unwrap();
+    p.send(") AS n_completed FROM tab_probe_v").unwrap();
+    p.send("\t").unwrap();
+    p.send(";\r").unwrap();
+    p.flush().unwrap();
+    p.exp_string("n_completed").unwrap();
+    p.exp_string("1 row").unwrap();
+    p.exp_string(PROMPT).unwrap();
+
+    // A canned view of the SQL library.
+    let canned = vocab
+        .views
+        .iter()
+        .find_map(|v| completable_prefix(v, &vocab).map(|prefix| (v.clone(), prefix)));
+    if let Some((view, prefix)) = canned {
+        p.send(&format!("SELECT count(*) AS canned_rows FROM {prefix}"))
+            .unwrap();
+        p.send("\t").unwrap();
+        p.send(";\r").unwrap();
+        p.flush().unwrap();
+        p.exp_string("canned_rows").unwrap();
+        p.exp_string("1 row").unwrap();
+        p.exp_string(PROMPT).unwrap();
+        // And `\d` completes names too.
+        p.send(&format!("\\d {prefix}")).unwrap();
+        p.send("\t\r").unwrap();
+        p.flush().unwrap();
+        p.exp_string(&format!("View {view}")).unwrap();
+        p.exp_string(PROMPT).unwrap();
+    } else {
+        assert!(
+            vocab.views.is_empty(),
+            "no canned view can be completed: {:?}",
+            vocab.views
+        );
+    }
+    // Meta commands complete too.
+    p.send("\\tim").unwrap();
+    p.send("\t on\r").unwrap();
+    p.flush().unwrap();
+    p.exp_string("Timing is on.").unwrap();
+    quit(p);
+}
+
+#[test]
+fn output_to_parquet_is_read_back() {
+    let f = Fixture::new();
+    let out = f.dir.path().join("out.parquet");
+    let q =
+        "SELECT event, count(*) AS n, sum(size) AS bytes FROM events GROUP BY event ORDER BY event";
+    let mut p = f.spawn();
+    p.send_line(&format!("\\o {}", out.display())).unwrap();
+    p.exp_string("The next result goes to").unwrap();
+    p.send_line(&format!("{q};")).unwrap();
+    p.exp_regex(r"[0-9]+ rows written to").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    // Only the next result: the one after goes to the terminal again.
+    p.send_line("SELECT 'back on screen' AS t;").unwrap();
+    p.exp_string("back on screen").unwrap();
+    quit(p);
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let engine = Engine::open(&f.dataset, &memq::catalog()).await.unwrap();
+        let expected = rows(&engine, q).await;
+        let ctx = datafusion::prelude::SessionContext::new();
+        let df = ctx
+            .read_parquet(out.to_str().unwrap(), Default::default())
+            .await
+            .unwrap();
+        let back = cells(&df.collect().await.unwrap());
+        assert_eq!(back, expected);
+        assert!(expected.len() > 3);
+    });
+}
+
+#[test]
+fn ctrl_c_cancels_a_long_query_and_the_session_goes_on() {
+    let f = Fixture::new();
+    let mut p = f.spawn();
+    // 10^11 rows: many minutes of work unless cancelled.
+    p.send_line("SELECT sum(value % 7) AS s FROM generate_series(1, 100000000000);")
+        .unwrap();
+    // The spinner shows after a second.
+    p.exp_string("Ctrl-C cancels").unwrap();
+    let t = Instant::now();
+    p.send_control('c').unwrap();
+    p.exp_string("Query cancelled.").unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "cancel took {:?}",
+        t.elapsed()
+    );
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT 40 + 2 AS answer;").unwrap();
+    p.exp_regex(r"\| 42 +\|").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    // Ctrl-C at the prompt drops the statement being typed, and keeps the session too.
+    p.send("SELECT 'never run'").unwrap();
+    p.flush().unwrap();
+    p.send_control('c').unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT 'still here' AS s;").unwrap();
+    p.exp_string("still here").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    // Ctrl-D quits.
+    p.send_control('d').unwrap();
+    p.exp_eof().unwrap();
+}
+
+#[test]
+fn an_error_prints_and_the_session_goes_on() {
+    let f = Fixture::new();
+    let mut p = f.spawn();
+    p.send_line("SELECT no_such_column FROM events;").unwrap();
+    p.exp_string("error:").unwrap();
+    p.exp_string("no_such_column").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELEC broken;").unwrap();
+    p.exp_string("error:").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\nosuchcommand").unwrap();
+    p.exp_string("unknown command").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT count(*) AS blocks_n FROM blocks;")
+        .unwrap();
+    p.exp_regex(r"\| 640 +\|").unwrap();
+    quit(p);
+}
+
+#[test]
+fn parameters_and_include_files() {
+    let f = Fixture::new();
+    let script = f.dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "\\set pool HAL\nSELECT count(*) AS hal_blocks\n  FROM blocks WHERE pool = $pool;\n",
+    )
+    .unwrap();
+    let mut p = f.spawn();
+    p.send_line("\\set evil 1; DROP VIEW tab_probe").unwrap();
+    p.exp_string("(VARCHAR)").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("CREATE VIEW tab_probe AS SELECT 1 AS x;")
+        .unwrap();
+    p.exp_string("OK").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT $evil AS v, (SELECT count(*) FROM tab_probe) AS still_there;")
+        .unwrap();
+    p.exp_regex(r"\| 1; DROP VIEW tab_probe +\| 1 +\|").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT $unset_param;").unwrap();
+    p.exp_string("$unset_param has no value").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line(&format!("\\i {}", script.display())).unwrap();
+    p.exp_string("hal_blocks").unwrap();
+    p.exp_string("1 row").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\set").unwrap();
+    p.exp_string("pool = HAL (VARCHAR)").unwrap();
+    quit(p);
+}
+
+#[test]
+fn history_is_kept_across_sessions() {
+    let f = Fixture::new();
+    let mut p = f.spawn();
+    p.send_line("SELECT 'history probe'").unwrap();
+    p.exp_string("...> ").unwrap();
+    p.send_line("  AS h;").unwrap();
+    p.exp_string("history probe").unwrap();
+    quit(p);
+    let file = f.state().join("memq/history");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("history probe"), "{text}");
+
+    let mut p = f.spawn();
+    // Up arrow recalls `\q` first, then the statement.
+    p.send("\x1b[A\x1b[A\r").unwrap();
+    p.flush().unwrap();
+    p.exp_regex(r"\| history probe +\|").unwrap();
+    quit(p);
+}
+
+/// `memq INPUT` with stdin piped: runs and returns stderr.
+fn start_piped(f: &Fixture, args: &[&Path], stdin: &str) -> String {
+    use std::io::Write;
+    let mut child = f
+        .command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("| 121"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err
+}
+
+#[test]
+fn raw_dumps_are_ingested_once_into_the_cache() {
+    let f = Fixture::new();
+    let dump = f.dir.path().join("baseline.csv");
+    std::fs::copy(
+        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        &dump,
+    )
+    .unwrap();
+    let q = "SELECT count(*) AS n FROM events;\n";
+    let err = start_piped(&f, &[&dump], q);
+    assert!(err.contains("ingested into cache"), "{err}");
+    let datasets: Vec<PathBuf> = std::fs::read_dir(f.cache().join("memq/datasets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(datasets.len(), 1, "{datasets:?}");
+    let manifest = datasets[0].join("manifest.json");
+    let stamp = std::fs::metadata(&manifest).unwrap().modified().unwrap();
+
+    // Unchanged: reused, not ingested again.
+    let err = start_piped(&f, &[&dump], q);
+    assert!(err.contains("using cached dataset"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&manifest).unwrap().modified().unwrap(),
+        stamp
+    );
+
+    // Touched: ingested again.
+    let file = std::fs::File::options().write(true).open(&dump).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
+    drop(file);
+    let err = start_piped(&f, &[&dump], q);
+    assert!(err.contains("sources changed; ingested again"), "{err}");
+    assert_ne!(
+        std::fs::metadata(&manifest).unwrap().modified().unwrap(),
+        stamp
+    );
+    let err = start_piped(&f, &[&dump], q);
+    assert!(err.contains("using cached dataset"), "{err}");
+
+    // --no-cache: a temporary dataset, the cache is left alone.
+    let err = start_piped(&f, &[Path::new("--no-cache"), &dump], q);
+    assert!(!err.contains("cache"), "{err}");
+    let count = std::fs::read_dir(f.cache().join("memq/datasets"))
+        .unwrap()
+        .count();
+    assert_eq!(count, 1);
+}
