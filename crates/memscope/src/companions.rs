@@ -13,9 +13,9 @@ use rusqlite::Connection;
 
 use crate::db_dump::sqlite_error;
 use crate::records::{split_fields, RawRecord, RecordReader};
-use memq_core::rejects::{Reject, RejectsBuilder};
 use crate::schema;
 use memq_core::error::{Location, MemqError, Result};
+use memq_core::rejects::{Reject, RejectsBuilder};
 
 fn opt_int(s: &str) -> Option<i64> {
     let t = s.trim();
@@ -54,17 +54,18 @@ impl TraceBuilder {
     }
 
     fn finish(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.source.finish()),
-            Arc::new(self.line.finish()),
-            Arc::new(self.func_info.finish()),
-            Arc::new(self.start.finish()),
-            Arc::new(self.end.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.pid.finish()),
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("source", Arc::new(self.source.finish()) as ArrayRef),
+            ("line", Arc::new(self.line.finish())),
+            ("func_info", Arc::new(self.func_info.finish())),
+            ("start_ts", Arc::new(self.start.finish())),
+            ("end_ts", Arc::new(self.end.finish())),
+            ("tid", Arc::new(self.tid.finish())),
+            ("pid", Arc::new(self.pid.finish())),
         ];
-        RecordBatch::try_new(schema::python_trace().schema(), columns)
-            .expect("python_trace columns match the schema")
+        schema::python_trace()
+            .batch(columns)
+            .expect("every python_trace column is given once")
     }
 }
 
@@ -213,20 +214,19 @@ pub fn read_memory_compare(
         diff.append_option(opt_int(&f[5]));
         Ok(())
     })?;
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(src.finish()),
-        Arc::new(line.finish()),
-        Arc::new(event.finish()),
-        Arc::new(name.finish()),
-        Arc::new(device.finish()),
-        Arc::new(base.finish()),
-        Arc::new(compare.finish()),
-        Arc::new(diff.finish()),
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("source", Arc::new(src.finish()) as ArrayRef),
+        ("line", Arc::new(line.finish())),
+        ("event", Arc::new(event.finish())),
+        ("name", Arc::new(name.finish())),
+        ("device", Arc::new(device.finish())),
+        ("base_bytes", Arc::new(base.finish())),
+        ("compare_bytes", Arc::new(compare.finish())),
+        ("diff_bytes", Arc::new(diff.finish())),
     ];
-    Ok(
-        RecordBatch::try_new(schema::step_compare().schema(), columns)
-            .expect("step_compare columns match the schema"),
-    )
+    Ok(schema::step_compare()
+        .batch(columns)
+        .expect("every step_compare column is given once"))
 }
 
 /// `config.json`, flattened to key/value rows.
@@ -249,13 +249,14 @@ pub fn read_config(path: &Path, source: &str) -> Result<RecordBatch> {
         key.append_value(k);
         val.append_option(v);
     }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(src.finish()),
-        Arc::new(key.finish()),
-        Arc::new(val.finish()),
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("source", Arc::new(src.finish()) as ArrayRef),
+        ("key", Arc::new(key.finish())),
+        ("value", Arc::new(val.finish())),
     ];
-    Ok(RecordBatch::try_new(schema::config().schema(), columns)
-        .expect("config columns match the schema"))
+    Ok(schema::config()
+        .batch(columns)
+        .expect("every config column is given once"))
 }
 
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, Option<String>)>) {

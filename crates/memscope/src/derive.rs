@@ -11,8 +11,8 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::schema;
 use crate::attr;
+use crate::schema;
 
 /// One block still live during the pass.
 #[derive(Clone)]
@@ -394,29 +394,30 @@ impl BlocksBuilder {
     }
 
     fn finish(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.source.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.device.finish()),
-            Arc::new(self.device_index.finish()),
-            Arc::new(self.pool.finish()),
-            Arc::new(self.ptr.finish()),
-            Arc::new(self.size.finish()),
-            Arc::new(self.owner.finish()),
-            Arc::new(self.allocation_id.finish()),
-            Arc::new(self.alloc_id.finish()),
-            Arc::new(self.alloc_ts.finish()),
-            Arc::new(self.alloc_row.finish()),
-            Arc::new(self.free_id.finish()),
-            Arc::new(self.free_ts.finish()),
-            Arc::new(self.free_row.finish()),
-            Arc::new(self.free_kind.finish()),
-            Arc::new(self.stock.finish()),
-            Arc::new(self.stack_py.finish()),
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("source", Arc::new(self.source.finish()) as ArrayRef),
+            ("pid", Arc::new(self.pid.finish())),
+            ("device", Arc::new(self.device.finish())),
+            ("device_index", Arc::new(self.device_index.finish())),
+            ("pool", Arc::new(self.pool.finish())),
+            ("ptr", Arc::new(self.ptr.finish())),
+            ("size", Arc::new(self.size.finish())),
+            ("owner", Arc::new(self.owner.finish())),
+            ("allocation_id", Arc::new(self.allocation_id.finish())),
+            ("alloc_id", Arc::new(self.alloc_id.finish())),
+            ("alloc_ts", Arc::new(self.alloc_ts.finish())),
+            ("alloc_row", Arc::new(self.alloc_row.finish())),
+            ("free_id", Arc::new(self.free_id.finish())),
+            ("free_ts", Arc::new(self.free_ts.finish())),
+            ("free_row", Arc::new(self.free_row.finish())),
+            ("free_kind", Arc::new(self.free_kind.finish())),
+            ("stock", Arc::new(self.stock.finish())),
+            ("stack_py", Arc::new(self.stack_py.finish())),
         ];
         self.len = 0;
-        RecordBatch::try_new(schema::blocks().schema(), columns)
-            .expect("blocks columns match the blocks schema")
+        schema::blocks()
+            .batch(columns)
+            .expect("every blocks column is given once")
     }
 }
 
@@ -509,31 +510,33 @@ fn oom_batch(source: &str, mut rows: Vec<OomRow>) -> RecordBatch {
         stack_c.append_option(r.stack_c.take());
         attr_b.append_option(r.attr.take());
     }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(b_source.finish()),
-        Arc::new(row_idx.finish()),
-        Arc::new(id.finish()),
-        Arc::new(ts.finish()),
-        Arc::new(pid.finish()),
-        Arc::new(device.finish()),
-        Arc::new(kind.finish()),
-        Arc::new(rank.finish()),
-        Arc::new(func.finish()),
-        Arc::new(req_size.finish()),
-        Arc::new(flag.finish()),
-        Arc::new(ret.finish()),
-        Arc::new(pool.finish()),
-        Arc::new(ptr.finish()),
-        Arc::new(size.finish()),
-        Arc::new(alloc_ts.finish()),
-        Arc::new(step.finish()),
-        Arc::new(kernel.finish()),
-        Arc::new(client.finish()),
-        Arc::new(stack_py.finish()),
-        Arc::new(stack_c.finish()),
-        Arc::new(attr_b.finish()),
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("source", Arc::new(b_source.finish()) as ArrayRef),
+        ("row_idx", Arc::new(row_idx.finish())),
+        ("id", Arc::new(id.finish())),
+        ("ts", Arc::new(ts.finish())),
+        ("pid", Arc::new(pid.finish())),
+        ("device", Arc::new(device.finish())),
+        ("kind", Arc::new(kind.finish())),
+        ("rank", Arc::new(rank.finish())),
+        ("func", Arc::new(func.finish())),
+        ("req_size", Arc::new(req_size.finish())),
+        ("flag", Arc::new(flag.finish())),
+        ("ret", Arc::new(ret.finish())),
+        ("pool", Arc::new(pool.finish())),
+        ("ptr", Arc::new(ptr.finish())),
+        ("size", Arc::new(size.finish())),
+        ("alloc_ts", Arc::new(alloc_ts.finish())),
+        ("step", Arc::new(step.finish())),
+        ("kernel", Arc::new(kernel.finish())),
+        ("client", Arc::new(client.finish())),
+        ("stack_py", Arc::new(stack_py.finish())),
+        ("stack_c", Arc::new(stack_c.finish())),
+        ("attr", Arc::new(attr_b.finish())),
     ];
-    RecordBatch::try_new(schema::oom().schema(), columns).expect("oom columns match the oom schema")
+    schema::oom()
+        .batch(columns)
+        .expect("every oom column is given once")
 }
 
 #[derive(Default)]
@@ -560,27 +563,31 @@ struct SnapshotsBuilder {
 
 impl SnapshotsBuilder {
     fn finish(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.source.finish()),
-            Arc::new(self.row_idx.finish()),
-            Arc::new(self.id.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.device.finish()),
-            Arc::new(self.name.finish()),
-            Arc::new(self.total_mem.finish()),
-            Arc::new(self.free_mem.finish()),
-            Arc::new(self.reserved.finish()),
-            Arc::new(self.peak_reserved.finish()),
-            Arc::new(self.allocated.finish()),
-            Arc::new(self.peak_allocated.finish()),
-            Arc::new(self.device_utilization.finish()),
-            Arc::new(self.pt_utilization.finish()),
-            Arc::new(self.spelling.finish()),
-            Arc::new(self.attr.finish()),
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("source", Arc::new(self.source.finish()) as ArrayRef),
+            ("row_idx", Arc::new(self.row_idx.finish())),
+            ("id", Arc::new(self.id.finish())),
+            ("ts", Arc::new(self.ts.finish())),
+            ("pid", Arc::new(self.pid.finish())),
+            ("device", Arc::new(self.device.finish())),
+            ("name", Arc::new(self.name.finish())),
+            ("total_mem", Arc::new(self.total_mem.finish())),
+            ("free_mem", Arc::new(self.free_mem.finish())),
+            ("reserved", Arc::new(self.reserved.finish())),
+            ("peak_reserved", Arc::new(self.peak_reserved.finish())),
+            ("allocated", Arc::new(self.allocated.finish())),
+            ("peak_allocated", Arc::new(self.peak_allocated.finish())),
+            (
+                "device_utilization",
+                Arc::new(self.device_utilization.finish()),
+            ),
+            ("pt_utilization", Arc::new(self.pt_utilization.finish())),
+            ("spelling", Arc::new(self.spelling.finish())),
+            ("attr", Arc::new(self.attr.finish())),
         ];
         self.len = 0;
-        RecordBatch::try_new(schema::mem_snapshots().schema(), columns)
-            .expect("mem_snapshots columns match the mem_snapshots schema")
+        schema::mem_snapshots()
+            .batch(columns)
+            .expect("every mem_snapshots column is given once")
     }
 }

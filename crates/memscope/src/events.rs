@@ -5,7 +5,6 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
-use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::attr;
@@ -66,7 +65,6 @@ impl GenerationHints {
 
 /// Builds `events` record batches.
 pub struct EventsBuilder {
-    schema: SchemaRef,
     source: String,
     /// Multiplier from the source's timestamp unit to ns.
     ts_scale: i64,
@@ -149,9 +147,8 @@ pub fn device_index(device: &str) -> Option<i32> {
 }
 
 impl EventsBuilder {
-    pub fn new(schema: SchemaRef, source: &str, ts_scale: i64) -> Self {
+    pub fn new(source: &str, ts_scale: i64) -> Self {
         EventsBuilder {
-            schema,
             source: source.to_string(),
             ts_scale,
             source_b: StringBuilder::new(),
@@ -238,39 +235,40 @@ impl EventsBuilder {
 
     /// The rows appended since the last call, as one batch.
     pub fn finish(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.source_b.finish()),
-            Arc::new(self.row_idx.finish()),
-            Arc::new(self.line.finish()),
-            Arc::new(self.id.finish()),
-            Arc::new(self.event.finish()),
-            Arc::new(self.event_type.finish()),
-            Arc::new(self.name.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.ts_raw.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.device.finish()),
-            Arc::new(self.device_index.finish()),
-            Arc::new(self.ptr.finish()),
-            Arc::new(self.attr.finish()),
-            Arc::new(self.size.finish()),
-            Arc::new(self.total.finish()),
-            Arc::new(self.used.finish()),
-            Arc::new(self.process_used.finish()),
-            Arc::new(self.device_used.finish()),
-            Arc::new(self.allocation_id.finish()),
-            Arc::new(self.owner.finish()),
-            Arc::new(self.shadow.finish()),
-            Arc::new(self.alloc_type.finish()),
-            Arc::new(self.page_type.finish()),
-            Arc::new(self.inefficient.finish()),
-            Arc::new(self.module_id.finish()),
-            Arc::new(self.stack_py.finish()),
-            Arc::new(self.stack_c.finish()),
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("source", Arc::new(self.source_b.finish()) as ArrayRef),
+            ("row_idx", Arc::new(self.row_idx.finish())),
+            ("line", Arc::new(self.line.finish())),
+            ("id", Arc::new(self.id.finish())),
+            ("event", Arc::new(self.event.finish())),
+            ("event_type", Arc::new(self.event_type.finish())),
+            ("name", Arc::new(self.name.finish())),
+            ("ts", Arc::new(self.ts.finish())),
+            ("ts_raw", Arc::new(self.ts_raw.finish())),
+            ("pid", Arc::new(self.pid.finish())),
+            ("tid", Arc::new(self.tid.finish())),
+            ("device", Arc::new(self.device.finish())),
+            ("device_index", Arc::new(self.device_index.finish())),
+            ("ptr", Arc::new(self.ptr.finish())),
+            ("attr", Arc::new(self.attr.finish())),
+            ("size", Arc::new(self.size.finish())),
+            ("total", Arc::new(self.total.finish())),
+            ("used", Arc::new(self.used.finish())),
+            ("process_used", Arc::new(self.process_used.finish())),
+            ("device_used", Arc::new(self.device_used.finish())),
+            ("allocation_id", Arc::new(self.allocation_id.finish())),
+            ("owner", Arc::new(self.owner.finish())),
+            ("shadow", Arc::new(self.shadow.finish())),
+            ("alloc_type", Arc::new(self.alloc_type.finish())),
+            ("page_type", Arc::new(self.page_type.finish())),
+            ("inefficient", Arc::new(self.inefficient.finish())),
+            ("module_id", Arc::new(self.module_id.finish())),
+            ("stack_py", Arc::new(self.stack_py.finish())),
+            ("stack_c", Arc::new(self.stack_c.finish())),
         ];
         self.len = 0;
-        RecordBatch::try_new(self.schema.clone(), columns)
-            .expect("events columns match the events schema")
+        crate::schema::events()
+            .batch(columns)
+            .expect("every events column is given once")
     }
 }

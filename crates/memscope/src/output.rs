@@ -61,7 +61,7 @@ impl SourceOutput {
     pub fn create(source: &str, events_path: &Path, rejects_path: &Path) -> Result<SourceOutput> {
         let events_schema = schema::events().schema();
         Ok(SourceOutput {
-            events: EventsBuilder::new(events_schema.clone(), source, 1),
+            events: EventsBuilder::new(source, 1),
             events_sink: Some(BackgroundSink::spawn(ParquetSink::create_with(
                 events_path,
                 events_schema,
