@@ -53,6 +53,53 @@ pub async fn ingest_temp(inputs: &[PathBuf]) -> memq::error::Result<Ingested> {
     })
 }
 
+/// The dataset made from `inputs`, ingested once per test run and shared by every test that
+/// asks for the same inputs (read-only: tests must not change it).
+pub async fn shared_dataset(inputs: &[PathBuf]) -> PathBuf {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cell = Arc<tokio::sync::OnceCell<PathBuf>>;
+    static CELLS: OnceLock<Mutex<BTreeMap<Vec<PathBuf>, Cell>>> = OnceLock::new();
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    let root = ROOT.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-datasets");
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).expect("shared dataset folder");
+        root
+    });
+    let (cell, n) = {
+        let mut cells = CELLS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = cells.len();
+        (cells.entry(inputs.to_vec()).or_default().clone(), n)
+    };
+    cell.get_or_init(|| async {
+        let dataset = root.join(format!("d{n}.memq"));
+        let opts = IngestOptions {
+            output: dataset.clone(),
+            force: true,
+            strict: false,
+            progress: false,
+        };
+        memq_ingest::ingest(inputs, &opts, &memq::catalog())
+            .await
+            .unwrap_or_else(|e| panic!("ingest {inputs:?}: {e}"));
+        dataset
+    })
+    .await
+    .clone()
+}
+
+/// An engine on the shared dataset of `inputs` (see [`shared_dataset`]).
+pub async fn shared_engine(inputs: &[PathBuf]) -> Engine {
+    let dataset = shared_dataset(inputs).await;
+    Engine::open(&dataset, &memq::catalog())
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", dataset.display()))
+}
+
 /// Ingests and opens; panics on error (for tests of good inputs).
 pub async fn open(inputs: &[PathBuf]) -> (Ingested, Engine) {
     let ing = ingest_temp(inputs).await.expect("ingest");

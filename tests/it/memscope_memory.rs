@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use datafusion::arrow::datatypes::DataType;
 use memq_engine::Engine;
-use memq_ingest::IngestOptions;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -53,16 +52,8 @@ struct Sample {
     scale: i64,
 }
 
-async fn ingest_into(dir: &TempDir, inputs: &[PathBuf]) -> Engine {
-    let dataset = dir.path().join("t.memq");
-    let opts = IngestOptions {
-        output: dataset.clone(),
-        force: false,
-        strict: false,
-        progress: false,
-    };
-    memq_ingest::ingest(inputs, &opts, &memq::catalog()).await.expect("ingest");
-    Engine::open(&dataset, &memq::catalog()).await.expect("open dataset")
+async fn ingest_into(_dir: &TempDir, inputs: &[PathBuf]) -> Engine {
+    crate::common::shared_engine(inputs).await
 }
 
 async fn sample(name: &'static str, golden: &Value) -> Sample {

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use memq_engine::Engine;
-use memq_ingest::{ingest, IngestOptions};
 use serde_json::Value;
 
 
@@ -51,26 +50,13 @@ fn golden() -> Value {
 }
 
 struct Dataset {
-    _dir: tempfile::TempDir,
     engine: Engine,
 }
 
 async fn open(input: &Path) -> Dataset {
-    let dir = tempfile::TempDir::new().unwrap();
-    let output = dir.path().join("t.memq");
-    let opts = IngestOptions {
-        output: output.clone(),
-        force: false,
-        strict: false,
-        progress: false,
-    };
-    ingest(&[input.to_path_buf()], &opts, &memq::catalog())
-        .await
-        .unwrap_or_else(|e| panic!("ingest {}: {e}", input.display()));
-    let engine = Engine::open(&output, &memq::catalog())
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
-    Dataset { _dir: dir, engine }
+    Dataset {
+        engine: crate::common::shared_engine(&[input.to_path_buf()]).await,
+    }
 }
 
 fn int(v: &Value) -> Option<i64> {

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 
 use datafusion::arrow::datatypes::DataType;
 use memq_engine::Engine;
-use memq_ingest::IngestOptions;
 use serde_json::Value;
 
 
@@ -39,21 +38,12 @@ struct Dataset {
     engine: Engine,
 }
 
+/// `dir` holds inputs the test wrote; it lives as long as the dataset is in use.
 async fn open(inputs: &[PathBuf], dir: tempfile::TempDir) -> Dataset {
-    let output = dir.path().join("t.memq");
-    let opts = IngestOptions {
-        output: output.clone(),
-        force: false,
-        strict: false,
-        progress: false,
-    };
-    memq_ingest::ingest(inputs, &opts, &memq::catalog())
-        .await
-        .unwrap_or_else(|e| panic!("ingest {inputs:?}: {e}"));
-    let engine = Engine::open(&output, &memq::catalog())
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", output.display()));
-    Dataset { _dir: dir, engine }
+    Dataset {
+        _dir: dir,
+        engine: crate::common::shared_engine(inputs).await,
+    }
 }
 
 /// Both real pickles in one dataset (snapshot names = file names).
