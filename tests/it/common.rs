@@ -22,6 +22,11 @@ pub fn shared_fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The repository's root folder.
+pub fn fixture_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
 /// `fixtures/<rel>` of this project.
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -4,13 +4,18 @@
 mod common;
 
 mod cli;
+mod crash;
+mod formats;
 mod gen_truth;
+mod hostile;
 mod ingest_g3;
 mod ingest_memscope;
 mod ingest_mixed;
 mod memscope_memory;
 mod memscope_oom_steps;
 mod repl_pty;
+mod report;
 mod run_export_todb;
+mod slt;
 mod snapshot_decoder;
 mod snapshot_library;
