@@ -1,28 +1,6 @@
 //! The `memq` binary end to end: ingest, sql with every format and writer, functions, exit codes.
 
-
-
-use std::process::Command;
-
 use crate::common::*;
-
-fn memq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_memq"))
-}
-
-fn run_ok(cmd: &mut Command) -> (String, String) {
-    let out = cmd.output().expect("memq runs");
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {so}\nstderr: {se}",
-        out.status.code()
-    );
-    (so, se)
-}
 
 #[test]
 fn ingest_then_sql_in_every_format() {

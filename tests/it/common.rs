@@ -22,6 +22,40 @@ pub fn shared_fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The `memq` binary under test.
+pub fn memq() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_memq"))
+}
+
+/// Runs `cmd`, which must succeed; returns (stdout, stderr).
+pub fn run_ok(cmd: &mut std::process::Command) -> (String, String) {
+    let out = cmd.output().expect("memq runs");
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {so}\nstderr: {se}",
+        out.status.code()
+    );
+    (so, se)
+}
+
+/// Runs `cmd`, which must fail; returns (exit code, stderr).
+pub fn run_err(cmd: &mut std::process::Command) -> (i32, String) {
+    let out = cmd.output().expect("memq runs");
+    assert!(
+        !out.status.success(),
+        "expected a failure; stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The repository's root folder.
 pub fn fixture_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

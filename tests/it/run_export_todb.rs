@@ -12,37 +12,6 @@ use crate::common::*;
 use memq_engine::Engine;
 use tempfile::TempDir;
 
-fn memq() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_memq"))
-}
-
-fn run_ok(cmd: &mut Command) -> (String, String) {
-    let out = cmd.output().expect("memq runs");
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {so}\nstderr: {se}",
-        out.status.code()
-    );
-    (so, se)
-}
-
-fn run_err(cmd: &mut Command) -> (i32, String) {
-    let out = cmd.output().expect("memq runs");
-    assert!(
-        !out.status.success(),
-        "expected a failure; stdout: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// The 4 real samples ingested into `dir/real.memq`.
 fn real_dataset(dir: &Path) -> PathBuf {
     let ds = dir.join("real.memq");

@@ -138,7 +138,10 @@ pub struct TableDef {
 impl TableDef {
     pub fn schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
-            self.columns.iter().map(ColumnDef::field).collect::<Vec<_>>(),
+            self.columns
+                .iter()
+                .map(ColumnDef::field)
+                .collect::<Vec<_>>(),
         ))
     }
 

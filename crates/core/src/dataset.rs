@@ -22,8 +22,20 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::TableDef;
 use crate::error::{Location, MemqError, Result};
 
-/// Memory DataFusion may use for the ingest sorts before spilling to disk.
-const SORT_MEMORY_BYTES: usize = 1 << 30;
+/// Memory DataFusion may use for the ingest sorts before spilling to disk: 1 GiB, or half of
+/// `--memory-limit` (MEMQ_MEMORY_LIMIT_MB) when that is less.
+fn sort_memory_bytes() -> usize {
+    let limit = std::env::var("MEMQ_MEMORY_LIMIT_MB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|mb| (mb << 20) / 2)
+        .unwrap_or(usize::MAX);
+    limit.clamp(16 << 20, 1 << 30)
+}
+
+/// The most bytes of one column a Parquet row group holds in memory while it is written (and
+/// a read-back batch decodes): keeps wide rows (1 MiB call stacks) bounded (issue 13, finding 1).
+const ROW_GROUP_BYTES: usize = 128 << 20;
 
 pub const MANIFEST: &str = "manifest.json";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -95,6 +107,7 @@ pub fn writer_properties(
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_max_row_group_row_count(Some(128 * 1024))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .set_sorting_columns(sorting);
     for c in HIGH_CARDINALITY {
         b = b.set_column_dictionary_enabled(ColumnPath::from(*c), false);
@@ -109,6 +122,7 @@ pub fn staging_properties() -> WriterProperties {
         .set_compression(Compression::UNCOMPRESSED)
         .set_dictionary_enabled(false)
         .set_max_row_group_row_count(Some(128 * 1024))
+        .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
         .build()
 }
 
@@ -131,6 +145,9 @@ pub fn sorting_columns(def: &TableDef) -> Vec<SortingColumn> {
 pub struct DatasetBuilder {
     tmp: PathBuf,
     target: PathBuf,
+    force: bool,
+    /// `TMP/.owner`, locked for the builder's life (see [`remove_stale_builds`]).
+    _owner: File,
     tables: Mutex<Vec<TableEntry>>,
     /// The DataFusion session that sorts staging files; made on first use (a snapshot-only
     /// ingest never needs it).
@@ -155,23 +172,22 @@ impl DatasetBuilder {
                 "exists and is not a memq dataset; refusing to replace it",
             ));
         }
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "dataset".into());
-        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
-        }
+        let (parent, name) = parent_and_name(target);
+        fs::create_dir_all(&parent).map_err(|e| MemqError::io(&parent, e))?;
+        report_cleaned(&remove_stale_builds(&parent, &name));
+        // A name no other process (nor an earlier run with a reused pid) has: pid + clock + count.
+        let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
         fs::create_dir_all(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
+        // The owner file stays locked while this process lives: a killed build is recognised by
+        // the next run (the kernel drops the lock) and removed (issue 13, finding 11).
+        let owner_path = tmp.join(OWNER_FILE);
+        let owner = File::create(&owner_path).map_err(|e| MemqError::io(&owner_path, e))?;
+        owner.lock().map_err(|e| MemqError::io(&owner_path, e))?;
         let builder = DatasetBuilder {
             tmp,
             target: target.to_path_buf(),
+            force,
+            _owner: owner,
             tables: Mutex::new(
                 tables
                     .iter()
@@ -324,7 +340,9 @@ impl DatasetBuilder {
         Ok(dir)
     }
 
-    /// Writes the manifest and renames the folder into place.
+    /// Writes the manifest and renames the folder into place. The swap runs under the target's
+    /// commit lock (`.NAME.lock` beside it), so concurrent commits to one target never meet;
+    /// the replaced dataset is moved to a unique `.NAME.old-…` and removed (issue 13, finding 12).
     pub fn commit(self, manifest: &Manifest) -> Result<PathBuf> {
         let staging = self.tmp.join("_staging");
         if staging.exists() {
@@ -333,15 +351,215 @@ impl DatasetBuilder {
         let manifest_path = self.tmp.join(MANIFEST);
         let text = serde_json::to_string_pretty(manifest).map_err(MemqError::query)?;
         fs::write(&manifest_path, text).map_err(|e| MemqError::io(&manifest_path, e))?;
+        let (parent, name) = parent_and_name(&self.target);
+        let _lock = TargetLock::acquire(&self.target, "lock")?;
+        // Any `.NAME.old…` left now is a dead process's: they exist only inside this lock.
+        report_cleaned(&remove_old_copies(&parent, &name));
+        if self.target.exists() && !self.force {
+            return Err(MemqError::input(
+                &self.target,
+                Location::None,
+                "already exists (written by another process meanwhile); pass --force to replace it",
+            ));
+        }
+        if self.target.exists() && !is_dataset(&self.target) {
+            return Err(MemqError::input(
+                &self.target,
+                Location::None,
+                "exists and is not a memq dataset; refusing to replace it",
+            ));
+        }
+        // The owner file must not end up in the dataset; the folder stays ours meanwhile (a
+        // cleaner that finds no owner file checks the pid in the name, which is alive).
+        let _ = fs::remove_file(self.tmp.join(OWNER_FILE));
         if self.target.exists() {
-            let old = self.tmp.with_extension("old");
+            let old = parent.join(format!(".{name}.old-{}", unique_suffix()));
             fs::rename(&self.target, &old).map_err(|e| MemqError::io(&self.target, e))?;
-            fs::rename(&self.tmp, &self.target).map_err(|e| MemqError::io(&self.target, e))?;
-            fs::remove_dir_all(&old).map_err(|e| MemqError::io(&old, e))?;
+            if let Err(e) = fs::rename(&self.tmp, &self.target) {
+                let _ = fs::rename(&old, &self.target);
+                return Err(MemqError::io(&self.target, e));
+            }
+            // A failure here leaves a `.NAME.old-…` that the next commit removes.
+            let _ = fs::remove_dir_all(&old);
         } else {
             fs::rename(&self.tmp, &self.target).map_err(|e| MemqError::io(&self.target, e))?;
         }
         Ok(self.target.clone())
+    }
+}
+
+/// The lock file inside a dataset under construction.
+const OWNER_FILE: &str = ".owner";
+
+/// The folder a dataset `target` lives in and its file name.
+fn parent_and_name(target: &Path) -> (PathBuf, String) {
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dataset".into());
+    (parent, name)
+}
+
+/// `PID-NANOS-COUNT`: unique among the processes of a machine.
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!(
+        "{}-{:x}-{}",
+        std::process::id(),
+        nanos,
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether process `pid` is alive (Linux: `/proc/PID`; elsewhere assumed alive).
+fn pid_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
+}
+
+/// Whether the temporary build folder `dir` belongs to a process that is gone: its owner file
+/// can be locked (the kernel released the lock of a killed process), or, with no owner file (a
+/// folder of an older memq, or one killed before the file existed), the pid in its name is dead.
+fn is_stale_build(dir: &Path, suffix: &str) -> bool {
+    let owner = dir.join(OWNER_FILE);
+    if let Ok(f) = File::options().read(true).write(true).open(&owner) {
+        return f.try_lock().is_ok();
+    }
+    let pid = suffix.split('-').next().and_then(|p| p.parse::<u32>().ok());
+    match pid {
+        Some(pid) => !pid_alive(pid),
+        None => false,
+    }
+}
+
+/// Removes the temporary folders `.NAME.tmp-…` beside a dataset `NAME` that killed processes
+/// left (issue 13, finding 11); returns them with their sizes. Folders of live processes are
+/// kept.
+pub fn remove_stale_builds(parent: &Path, name: &str) -> Vec<(PathBuf, u64)> {
+    let prefix = format!(".{name}.tmp-");
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(parent) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(suffix) = file_name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || !is_stale_build(&path, suffix) {
+            continue;
+        }
+        let size = dir_size(&path);
+        if fs::remove_dir_all(&path).is_ok() {
+            removed.push((path, size));
+        }
+    }
+    removed
+}
+
+/// Removes every `.NAME.old` / `.NAME.old-…` beside a dataset `NAME`. Called only under the
+/// commit lock, where no such folder is in use.
+fn remove_old_copies(parent: &Path, name: &str) -> Vec<(PathBuf, u64)> {
+    let exact = format!(".{name}.old");
+    let prefix = format!(".{name}.old-");
+    // Names of memq before issue 13: `.NAME.tmp-PID.old` (with_extension on the tmp folder).
+    let legacy = format!(".{name}.tmp-");
+    let mut removed = Vec::new();
+    let Ok(entries) = fs::read_dir(parent) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let ours = file_name == exact
+            || file_name.starts_with(&prefix)
+            || (file_name.starts_with(&legacy) && file_name.ends_with(".old"));
+        if !ours || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let size = dir_size(&path);
+        if fs::remove_dir_all(&path).is_ok() {
+            removed.push((path, size));
+        }
+    }
+    removed
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(entries) = fs::read_dir(&d) {
+            for e in entries.flatten() {
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => stack.push(e.path()),
+                    Ok(_) => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    total
+}
+
+fn report_cleaned(removed: &[(PathBuf, u64)]) {
+    for (path, size) in removed {
+        eprintln!(
+            "memq: removed {} ({:.1} MiB) left by a killed or failed run",
+            path.display(),
+            *size as f64 / (1024.0 * 1024.0)
+        );
+    }
+}
+
+/// An exclusive lock on `.NAME.KIND` beside a dataset `NAME` (an flock, released when dropped or
+/// when the process dies). `lock` guards the commit swap; the ingest cache holds `ingest` while
+/// it checks and (re)builds a cached dataset, so concurrent shells ingest once.
+pub struct TargetLock {
+    _file: File,
+}
+
+impl TargetLock {
+    /// Blocks until the lock is had; says so on stderr when another process holds it.
+    pub fn acquire(target: &Path, kind: &str) -> Result<TargetLock> {
+        let (parent, name) = parent_and_name(target);
+        fs::create_dir_all(&parent).map_err(|e| MemqError::io(&parent, e))?;
+        let path = parent.join(format!(".{name}.{kind}"));
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| MemqError::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if kind != "lock" {
+                    eprintln!(
+                        "memq: waiting for another memq process that is writing {}",
+                        target.display()
+                    );
+                }
+                file.lock().map_err(|e| MemqError::io(&path, e))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(MemqError::io(&path, e)),
+        }
+        Ok(TargetLock { _file: file })
     }
 }
 
@@ -356,8 +574,11 @@ impl Drop for DatasetBuilder {
 
 /// One batch as a whole Parquet file in the table's declared sort order; returns its rows.
 fn write_sorted_file(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result<u64> {
-    let mut sink =
-        ParquetSink::create_with(path, def.schema(), writer_properties(Some(sorting_columns(def))))?;
+    let mut sink = ParquetSink::create_with(
+        path,
+        def.schema(),
+        writer_properties(Some(sorting_columns(def))),
+    )?;
     sink.write(batch)?;
     sink.close()
 }
@@ -366,14 +587,15 @@ fn write_sorted_file(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result
 /// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
 /// large enough for wide rows (stacks) keep the external merge inside the budget.
 fn sort_context() -> Result<SessionContext> {
+    let memory = sort_memory_bytes();
     let runtime = RuntimeEnvBuilder::new()
-        .with_memory_pool(Arc::new(FairSpillPool::new(SORT_MEMORY_BYTES)))
+        .with_memory_pool(Arc::new(FairSpillPool::new(memory)))
         .build_arc()?;
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_batch_size(8192);
     let exec = &mut config.options_mut().execution;
-    exec.sort_spill_reservation_bytes = SORT_MEMORY_BYTES / 8;
+    exec.sort_spill_reservation_bytes = memory / 8;
     // Read staging files back with the exact types they were written with (no Utf8View), so the
     // sorted output matches the table schemas.
     exec.parquet.schema_force_view_types = false;

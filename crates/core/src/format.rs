@@ -26,6 +26,8 @@ pub enum SourceKind {
     MemoryCompare,
     Config,
     Snapshot,
+    ProfilerMemoryRecord,
+    ProfilerOperatorMemory,
 }
 
 impl SourceKind {
@@ -37,6 +39,8 @@ impl SourceKind {
             SourceKind::MemoryCompare => "memory_compare",
             SourceKind::Config => "config",
             SourceKind::Snapshot => "snapshot",
+            SourceKind::ProfilerMemoryRecord => "profiler_memory_record",
+            SourceKind::ProfilerOperatorMemory => "profiler_operator_memory",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! formats only through the [`Catalog`] it is given.
 
 pub mod functions;
+pub mod guard;
 pub mod library;
 pub mod units;
 
@@ -69,8 +70,14 @@ impl Engine {
                 ),
             ));
         }
+        // A fair pool: spilling operators (sorts, aggregates, joins) share the limit and spill
+        // to disk past it; the rest fails with "Resources exhausted" (issue 13, finding 3).
+        let pool = datafusion::execution::memory_pool::TrackConsumersPool::new(
+            datafusion::execution::memory_pool::FairSpillPool::new(memory_limit()),
+            std::num::NonZeroUsize::new(5).expect("5 > 0"),
+        );
         let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(memory_limit(), 1.0)
+            .with_memory_pool(Arc::new(pool))
             .build_arc()?;
         let config = SessionConfig::new()
             .with_information_schema(true)
@@ -82,6 +89,9 @@ impl Engine {
         }
         for f in all_functions(catalog) {
             ctx.register_udf(f.udf);
+        }
+        for f in guard::guarded_functions() {
+            ctx.register_udf(f);
         }
         register_library(&ctx, &library::analyses(&catalog.sql_files())).await?;
         Ok(Engine {
@@ -151,7 +161,10 @@ async fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) 
         let plan = library::plan(&state, a, Default::default())
             .await
             .map_err(|e| MemqError::Query(format!("sql/{}: {e}", a.path)))?;
-        ctx.register_table(a.name.as_str(), Arc::new(ViewTable::new(plan, Some(a.body.clone()))))?;
+        ctx.register_table(
+            a.name.as_str(),
+            Arc::new(ViewTable::new(plan, Some(a.body.clone()))),
+        )?;
     }
     Ok(())
 }

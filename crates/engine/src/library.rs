@@ -23,10 +23,10 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
-use datafusion::execution::session_state::SessionState;
 use datafusion::common::metadata::FieldMetadata;
 use datafusion::common::Column;
+use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::sql::parser::DFParser;
 use datafusion::sql::sqlparser::ast::visit_relations;
@@ -217,7 +217,9 @@ fn parse_column(text: &str) -> Result<ColumnDoc, String> {
     }
     let rest = rest.trim();
     let (unit, doc) = match rest.split_once(':') {
-        Some((u, doc)) if Unit::parse(u).is_some() => (Unit::parse(u).unwrap_or(Unit::None), doc.trim()),
+        Some((u, doc)) if Unit::parse(u).is_some() => {
+            (Unit::parse(u).unwrap_or(Unit::None), doc.trim())
+        }
         _ => (Unit::None, rest),
     };
     if doc.is_empty() {
@@ -390,7 +392,12 @@ pub fn check(analysis: &Analysis, schema: &datafusion::common::DFSchema) -> DfRe
         .iter()
         .zip(&declared)
         .find(|(p, d)| p != d)
-        .map(|(p, d)| format!("the query gives {} {}, the docs declare {} {}", p.0, p.1, d.0, d.1))
+        .map(|(p, d)| {
+            format!(
+                "the query gives {} {}, the docs declare {} {}",
+                p.0, p.1, d.0, d.1
+            )
+        })
         .unwrap_or_else(|| {
             format!(
                 "the query gives {} columns, the docs declare {}",
@@ -467,7 +474,10 @@ pub fn topological(analyses: &[Analysis]) -> Result<Vec<&Analysis>, String> {
             Some(2) => return Ok(()),
             Some(_) => {
                 path.push(&a.name);
-                return Err(format!("the SQL library has a cycle: {}", path.join(" -> ")));
+                return Err(format!(
+                    "the SQL library has a cycle: {}",
+                    path.join(" -> ")
+                ));
             }
             None => {}
         }
@@ -544,4 +554,56 @@ mod tests {
         assert!(bind(&a, &[]).is_err());
     }
 
+    fn analysis(path: &str, text: &str) -> Analysis {
+        parse(path, text).unwrap()
+    }
+
+    #[tokio::test]
+    async fn declared_types_are_checked_against_the_plan() {
+        let ctx = datafusion::prelude::SessionContext::new();
+        let good = analysis(
+            "x/a.sql",
+            "-- a: one\n-- @column n BIGINT count: one\nSELECT 1 AS n",
+        );
+        let planned = plan(&ctx.state(), &good, HashMap::new()).await.unwrap();
+        assert_eq!(
+            Unit::of(planned.schema().field(0)),
+            Unit::Count,
+            "the unit travels in the field metadata"
+        );
+        let bad = analysis(
+            "x/b.sql",
+            "-- b: one\n-- @column n VARCHAR one\nSELECT 1 AS n",
+        );
+        let err = plan(&ctx.state(), &bad, HashMap::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the query gives n BIGINT, the docs declare n VARCHAR"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dependencies_come_from_the_sql_and_cycles_are_named() {
+        let a = analysis(
+            "x/a.sql",
+            "-- a: x\n-- @column n BIGINT x\nSELECT n FROM b JOIN events USING (n)",
+        );
+        let b = analysis("x/b.sql", "-- b: x\n-- @column n BIGINT x\nSELECT 1 AS n");
+        let all = vec![a.clone(), b.clone()];
+        let order: Vec<&str> = topological(&all)
+            .unwrap()
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect();
+        assert_eq!(order, ["b", "a"]);
+        let c = analysis(
+            "x/b.sql",
+            "-- b: x\n-- @column n BIGINT x\nWITH t AS (SELECT n FROM a) SELECT n FROM t",
+        );
+        let err = topological(&[a, c]).unwrap_err();
+        assert!(err.contains("cycle: a -> b -> a"), "{err}");
+    }
 }

@@ -129,9 +129,8 @@ pub async fn ingest_sources(
     bar.finish_and_clear();
     let mut entries = Vec::with_capacity(sources.len());
     for ((_, source), report) in sources.iter().zip(reports) {
-        let report = report.ok_or_else(|| {
-            MemqError::Query(format!("{}: no format ingested it", source.name))
-        })?;
+        let report = report
+            .ok_or_else(|| MemqError::Query(format!("{}: no format ingested it", source.name)))?;
         entries.push(source_entry(source, report)?);
     }
     let total_rejects: u64 = entries.iter().map(|e| e.rejects).sum();
