@@ -13,6 +13,7 @@ pub mod open;
 pub mod output;
 pub mod params;
 pub mod repl;
+pub mod report;
 pub mod run;
 
 use std::sync::Arc;
@@ -21,10 +22,12 @@ pub use memq_core::error;
 use memq_core::format::Catalog;
 
 /// Every format this memq reads, in detection order: snapshot pickles (recognised by
-/// extension or first byte), then msMemScope dumps (which take any other file named directly).
+/// extension or first byte), Ascend profiler memory CSVs (by folder or header), then msMemScope
+/// dumps (which take any other file named directly).
 pub fn catalog() -> Catalog {
     Catalog::new(vec![
         Arc::new(memq_snapshot::Snapshot),
+        Arc::new(memq_profiler::Profiler),
         Arc::new(memq_memscope::Memscope),
     ])
 }

@@ -33,6 +33,10 @@ struct Cli {
     /// Ingest raw inputs into a temporary dataset instead of the cache.
     #[arg(long)]
     no_cache: bool,
+    /// Memory for queries and ingest sorts (e.g. 512M, 2G; default 8G or $MEMQ_MEMORY_LIMIT_MB):
+    /// operators spill to disk past it, and a query whose result needs more fails with a message.
+    #[arg(long, global = true, value_name = "SIZE")]
+    memory_limit: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -118,6 +122,45 @@ enum Command {
         /// File type of each result.
         #[arg(long, value_enum, default_value_t = FileFormat::Parquet)]
         format: FileFormat,
+    },
+    /// The diagnosis: findings (problem, evidence, advice) with charts, as HTML, Markdown or JSON (docs/report.md).
+    Report {
+        /// A dataset folder, or dumps / folders / pickles (memscope, snapshot, or both).
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// report.html, report.md or report.json (by extension); without it the Markdown goes to stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Only this memscope pool (HAL, PTA, ...).
+        #[arg(long)]
+        pool: Option<String>,
+        /// Only this device (memscope Device Id, or snapshot device ordinal).
+        #[arg(long)]
+        device: Option<String>,
+    },
+    /// A CI gate: measured peak, reservation, leak, fragmentation and OOMs against limits (exit 0 ok, 1 exceeded, 2 bad input).
+    Check {
+        /// A dataset folder, or dumps / folders / pickles.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Highest peak (e.g. 16GiB, 512MB, 1073741824).
+        #[arg(long, value_name = "SIZE")]
+        max_peak: Option<String>,
+        /// Highest reservation.
+        #[arg(long, value_name = "SIZE")]
+        max_reserved: Option<String>,
+        /// Most memory growing without return (leaking owners).
+        #[arg(long, value_name = "SIZE")]
+        max_leak: Option<String>,
+        /// Highest fragmentation: percent of free memory that cannot serve a request (snapshots).
+        #[arg(long, value_name = "PCT")]
+        max_frag: Option<f64>,
+        /// Fail on any out-of-memory event.
+        #[arg(long)]
+        no_oom: bool,
+        /// text or json.
+        #[arg(long, default_value = "text")]
+        format: String,
     },
     /// Write an msMemScope-style SQLite db (memscope_dump table) that MindStudio Insight imports.
     ToDb {
@@ -302,6 +345,34 @@ async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Command::Report {
+            inputs,
+            output,
+            pool,
+            device,
+        } => memq::report::run_report(&inputs, output.as_deref(), pool, device).await,
+        Command::Check {
+            inputs,
+            max_peak,
+            max_reserved,
+            max_leak,
+            max_frag,
+            no_oom,
+            format,
+        } => {
+            let code = memq::report::run_check(
+                &inputs,
+                [max_peak, max_reserved, max_leak],
+                max_frag,
+                no_oom,
+                &format,
+            )
+            .await?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Command::ToDb { input, output } => {
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             let r = memq_memscope::to_db::to_db(&opened.engine.ctx, &output).await?;
@@ -317,11 +388,29 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// Stack of the thread that parses and plans statements, and of the runtime's threads: deep
+/// expressions (a long `OR` chain) recurse in the planner; with these stacks they plan, and
+/// [`memq::exec`] refuses the ones deeper than it can plan (issue 13, finding 2). Only touched
+/// pages cost memory.
+const MAIN_STACK_BYTES: usize = 512 << 20;
+const WORKER_STACK_BYTES: usize = 64 << 20;
+
 fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::parse();
+    if let Some(limit) = &cli.memory_limit {
+        match memq::exec::parse_memory_limit(limit) {
+            // Read by the engine and the ingest sorts; set before any thread starts.
+            Ok(bytes) => std::env::set_var("MEMQ_MEMORY_LIMIT_MB", (bytes >> 20).max(1).to_string()),
+            Err(e) => {
+                eprintln!("memq: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
         .build()
     {
         Ok(r) => r,
@@ -330,7 +419,17 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let main = std::thread::Builder::new()
+        .name("memq-main".into())
+        .stack_size(MAIN_STACK_BYTES)
+        .spawn(move || runtime.block_on(run(cli)));
+    let outcome = match main.map(|t| t.join()) {
+        Ok(Ok(outcome)) => outcome,
+        // A panic was printed by the panic hook; keep the exit code a panic has (101).
+        Ok(Err(_)) => return ExitCode::from(101),
+        Err(e) => Err(MemqError::Query(format!("cannot start the main thread: {e}"))),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("memq: {e}");

@@ -88,6 +88,8 @@ fn query_runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("memq-query")
+        // Deep expressions recurse in the planner (issue 13, finding 2).
+        .thread_stack_size(64 << 20)
         .build()
         .map_err(|e| MemqError::Query(format!("cannot start the query runtime: {e}")))
 }

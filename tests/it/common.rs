@@ -101,8 +101,15 @@ pub async fn shared_dataset(inputs: &[PathBuf]) -> PathBuf {
     static CELLS: OnceLock<Mutex<BTreeMap<Vec<PathBuf>, Cell>>> = OnceLock::new();
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     let root = ROOT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-datasets");
-        let _ = std::fs::remove_dir_all(&root);
+        // One folder per test process; those of processes that have ended are removed.
+        let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-datasets");
+        for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            if !Path::new("/proc").join(&pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let root = parent.join(std::process::id().to_string());
         std::fs::create_dir_all(&root).expect("shared dataset folder");
         root
     });

@@ -388,9 +388,11 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
     let q = "SELECT count(*) AS n FROM events;\n";
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("ingested into cache"), "{err}");
+    // One dataset folder (beside it the hidden lock files of the cache, see docs/robustness.md).
     let datasets: Vec<PathBuf> = std::fs::read_dir(f.cache().join("memq/datasets"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(datasets.len(), 1, "{datasets:?}");
     let manifest = datasets[0].join("manifest.json");
@@ -423,6 +425,7 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
     assert!(!err.contains("cache"), "{err}");
     let count = std::fs::read_dir(f.cache().join("memq/datasets"))
         .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
         .count();
     assert_eq!(count, 1);
 }

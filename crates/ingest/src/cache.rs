@@ -166,6 +166,16 @@ pub async fn cached_dataset(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
     }
+    // One ingest per cache entry at a time (issue 13, finding 12): the others wait here and
+    // then find the dataset fresh.
+    let _lock = dataset::TargetLock::acquire(&path, "ingest")?;
+    if is_fresh(&path, &sources)? {
+        return Ok(Cached {
+            dataset: path,
+            state: CacheState::Reused,
+            report: None,
+        });
+    }
     let opts = IngestOptions {
         output: path.clone(),
         force: true,

@@ -2,6 +2,7 @@
 //! output folders walked recursively, each file offered to the formats of the catalog in turn
 //! (see each format's `detect`).
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -26,14 +27,24 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
     };
     for input in inputs {
         let meta = fs::metadata(input).map_err(|e| MemqError::io(input, e))?;
+        if !meta.is_dir() && !meta.is_file() {
+            // Never opened: a FIFO would block, a device read without end (finding 10).
+            return Err(not_regular(input, &meta.file_type()));
+        }
         if meta.is_dir() {
             let root_name = input
                 .canonicalize()
                 .ok()
                 .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .unwrap_or_else(|| input.display().to_string());
-            let mut files = Vec::new();
-            walk(input, &mut files)?;
+            let mut walker = Walker {
+                catalog,
+                files: Vec::new(),
+                seen_dirs: HashSet::new(),
+                seen_files: HashMap::new(),
+            };
+            walker.walk(input)?;
+            let mut files = walker.files;
             files.sort();
             let mut primary = false;
             for path in files {
@@ -86,16 +97,143 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
     Ok(sources)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in fs::read_dir(dir).map_err(|e| MemqError::io(dir, e))? {
-        let entry = entry.map_err(|e| MemqError::io(dir, e))?;
-        let path = entry.path();
-        let ft = entry.file_type().map_err(|e| MemqError::io(&path, e))?;
-        if ft.is_dir() {
-            walk(&path, out)?;
-        } else if ft.is_file() {
-            out.push(path);
+/// What a non-regular file is, for messages.
+fn type_name(ft: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if ft.is_char_device() {
+            return "a character device";
+        }
+        if ft.is_block_device() {
+            return "a block device";
+        }
+        if ft.is_socket() {
+            return "a socket";
         }
     }
-    Ok(())
+    if ft.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn not_regular(path: &Path, ft: &fs::FileType) -> MemqError {
+    MemqError::input(
+        path,
+        Location::None,
+        format!(
+            "is {}, not a regular file: memq reads dumps, dbs and pickles from regular files only \
+             (copy the data to a file first)",
+            type_name(ft)
+        ),
+    )
+}
+
+/// Walks an output folder. Symbolic links are followed (issue 13, finding 9): a linked folder
+/// is walked once (a link back to a folder already walked, e.g. `loop -> .`, is not followed
+/// again), a file reached twice is read once, and a dangling link or a special file (FIFO,
+/// device) whose name a format would claim is an error naming it; other dangling links and
+/// special files are skipped with a note on stderr.
+struct Walker<'a> {
+    catalog: &'a Catalog,
+    files: Vec<PathBuf>,
+    /// (device, inode) of every folder walked.
+    seen_dirs: HashSet<(u64, u64)>,
+    /// (device, inode) of every file taken, with the path it was first taken by.
+    seen_files: HashMap<(u64, u64), PathBuf>,
+}
+
+#[cfg(unix)]
+fn file_id(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(_meta: &fs::Metadata) -> (u64, u64) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    (0, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+impl Walker<'_> {
+    /// Whether a format would claim a file of this name in a folder.
+    fn claimed_by_name(&self, path: &Path) -> bool {
+        let candidate = Candidate {
+            path,
+            head: &[],
+            in_folder: true,
+        };
+        self.catalog.detect(&candidate).is_some()
+    }
+
+    fn walk(&mut self, dir: &Path) -> Result<()> {
+        let meta = fs::metadata(dir).map_err(|e| MemqError::io(dir, e))?;
+        if !self.seen_dirs.insert(file_id(&meta)) {
+            return Ok(()); // a link to a folder already walked (a loop): walked once
+        }
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| MemqError::io(dir, e))? {
+            let entry = entry.map_err(|e| MemqError::io(dir, e))?;
+            entries.push(entry.path());
+        }
+        entries.sort();
+        for path in entries {
+            let lmeta = fs::symlink_metadata(&path).map_err(|e| MemqError::io(&path, e))?;
+            let meta = if lmeta.file_type().is_symlink() {
+                match fs::metadata(&path) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let to = fs::read_link(&path)
+                            .map(|t| t.display().to_string())
+                            .unwrap_or_else(|_| "?".into());
+                        if self.claimed_by_name(&path) {
+                            return Err(MemqError::input(
+                                &path,
+                                Location::None,
+                                format!("dangling symbolic link (-> {to}): {e}"),
+                            ));
+                        }
+                        eprintln!(
+                            "memq: note: skipped {}: dangling symbolic link (-> {to})",
+                            path.display()
+                        );
+                        continue;
+                    }
+                }
+            } else {
+                lmeta
+            };
+            if meta.is_dir() {
+                self.walk(&path)?;
+            } else if meta.is_file() {
+                let id = file_id(&meta);
+                if let Some(first) = self.seen_files.get(&id) {
+                    if self.claimed_by_name(&path) {
+                        eprintln!(
+                            "memq: note: {} is the same file as {}; read once",
+                            path.display(),
+                            first.display()
+                        );
+                    }
+                    continue;
+                }
+                self.seen_files.insert(id, path.clone());
+                self.files.push(path);
+            } else if self.claimed_by_name(&path) {
+                return Err(not_regular(&path, &meta.file_type()));
+            } else {
+                eprintln!(
+                    "memq: note: skipped {}: {}",
+                    path.display(),
+                    type_name(&meta.file_type())
+                );
+            }
+        }
+        Ok(())
+    }
 }

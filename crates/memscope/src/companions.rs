@@ -11,7 +11,7 @@ use datafusion::arrow::array::{ArrayRef, Int64Builder, StringBuilder, UInt64Buil
 use datafusion::arrow::record_batch::RecordBatch;
 use rusqlite::Connection;
 
-use crate::db_dump::sqlite_error;
+use crate::db_dump::{find_column, sqlite_error};
 use crate::records::{split_fields, RawRecord, RecordReader};
 use crate::schema;
 use memq_core::error::{Location, MemqError, Result};
@@ -152,14 +152,25 @@ pub fn read_python_trace_db(
 ) -> Result<RecordBatch> {
     let mut b = TraceBuilder::default();
     for table in tables {
-        let sql = format!(
-            "SELECT rowid, \"FuncInfo\", \"StartTime(ns)\", \"EndTime(ns)\", \"Thread Id\", \"Process Id\" FROM \"{table}\" ORDER BY rowid"
-        );
+        let sql = format!("SELECT rowid, * FROM \"{table}\" ORDER BY rowid");
         let mut stmt = conn.prepare(&sql).map_err(|e| sqlite_error(path, e))?;
+        let names =
+            crate::db_dump::select_column_names(conn, path, table, stmt.column_count())?;
+        // The tool's columns, or the legacy msLeaks spellings (name, startTimestamp, ...).
+        let cols = [
+            find_column(&names, &["funcinfo", "name"]),
+            find_column(&names, &["starttimens", "starttimestamp", "starttime"]),
+            find_column(&names, &["endtimens", "endtimestamp", "endtime"]),
+            find_column(&names, &["threadid"]),
+            find_column(&names, &["processid"]),
+        ];
         let mut rows = stmt.query([]).map_err(|e| sqlite_error(path, e))?;
         let name = format!("{source}#{table}");
         while let Some(r) = rows.next().map_err(|e| sqlite_error(path, e))? {
-            let text = |i: usize| -> String {
+            let text = |col: usize| -> String {
+                let Some(i) = cols[col] else {
+                    return String::new();
+                };
                 match r.get_ref(i) {
                     Ok(rusqlite::types::ValueRef::Integer(v)) => v.to_string(),
                     Ok(rusqlite::types::ValueRef::Text(t)) => {
@@ -172,11 +183,11 @@ pub fn read_python_trace_db(
             b.append(
                 &name,
                 rowid.max(0) as u64,
+                &text(0),
                 &text(1),
                 &text(2),
                 &text(3),
                 &text(4),
-                &text(5),
             );
         }
     }

@@ -118,6 +118,9 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
     let mut reader = RecordReader::new(input);
     let mut rec = RawRecord::default();
     let io_err = |e: std::io::Error| MemqError::io(path, e);
+    // The header is read in bounded memory: a file without a line end (8 MiB of zeros, a
+    // binary) is refused after HEADER_LIMIT bytes (issue 13, finding 10).
+    reader.set_limit(HEADER_LIMIT);
     if !reader.next_record(&mut rec).map_err(io_err)? {
         return Err(MemqError::input(
             path,
@@ -125,6 +128,8 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
             "empty file: no header line",
         ));
     }
+    reader.set_limit(crate::records::MAX_RECORD_BYTES);
+    check_line_ends(path, &rec)?;
     let header_text = std::str::from_utf8(&rec.bytes).map_err(|e| {
         MemqError::input(
             path,
@@ -152,7 +157,7 @@ fn read_from<R: Read>(path: &Path, input: BufReader<R>, out: &mut SourceOutput) 
         }
         let idx = row_idx;
         row_idx += 1;
-        match parse_record(&rec, &cols, &mut row) {
+        match parse_record(&rec, &cols, &mut row).and_then(|d| out.check_ts(&row).map(|_| d)) {
             Ok(decimal_ptr) => {
                 row.row_idx = idx;
                 row.line = rec.line;
@@ -176,8 +181,18 @@ fn parse_record(
     cols: &Columns,
     row: &mut EventRow,
 ) -> std::result::Result<bool, String> {
+    if let Some(len) = rec.oversized {
+        return Err(format!(
+            "record of {len} bytes is longer than the {} MiB limit (its first {} KiB are kept here)",
+            crate::records::MAX_RECORD_BYTES >> 20,
+            crate::records::KEPT_OF_OVERSIZED >> 10
+        ));
+    }
     let text = std::str::from_utf8(&rec.bytes)
         .map_err(|e| format!("invalid UTF-8 at byte {} of the record", e.valid_up_to()))?;
+    if let Some(p) = rec.bytes.iter().position(|&b| b == 0) {
+        return Err(format!("NUL byte at byte {p} of the record"));
+    }
     if rec.unclosed_quote {
         return Err(if rec.terminated {
             "unclosed quote: the quoted field never ends before the next row".into()
@@ -202,6 +217,9 @@ fn parse_record(
     row.id = id_text
         .parse::<i64>()
         .map_err(|_| format!("ID `{}` is not an integer", truncate(id_text, 40)))?;
+    if row.id < 0 {
+        return Err(format!("ID `{}` is negative", truncate(id_text, 40)));
+    }
     row.event = fields[cols.event].trim().to_string();
     if row.event.is_empty() {
         return Err("empty Event".into());
@@ -217,8 +235,8 @@ fn parse_record(
                 .map_err(|_| format!("timestamp `{}` is not an integer", truncate(ts, 40)))?,
         )
     };
-    row.pid = optional_int(get(cols.pid), "Process Id")?;
-    row.tid = optional_int(get(cols.tid), "Thread Id")?;
+    row.pid = process_or_thread_id(get(cols.pid), "Process Id")?;
+    row.tid = process_or_thread_id(get(cols.tid), "Thread Id")?;
     let device = get(cols.device).trim();
     row.device = if device.is_empty() {
         "N/A".into()
@@ -240,6 +258,36 @@ fn parse_record(
     Ok(row.ptr.is_some() && !ptr.starts_with("0x"))
 }
 
+/// The longest header line read (a dump's header is under 200 bytes).
+pub const HEADER_LIMIT: usize = 1 << 20;
+
+/// Refuses a header that shows the file is not made of LF or CRLF lines: no line end within
+/// HEADER_LIMIT bytes, or lone CRs (classic Mac line ends, which would make the whole file one
+/// line: finding 5).
+fn check_line_ends(path: &Path, header: &RawRecord) -> Result<()> {
+    let lone_cr = header.bytes.contains(&b'\r');
+    if lone_cr {
+        return Err(MemqError::input(
+            path,
+            Location::Line(1),
+            "the line ends are lone CR characters (classic Mac OS style): memq reads LF or CRLF \
+             line ends; convert the file first, e.g. `tr '\\r' '\\n' < in.csv > out.csv`",
+        ));
+    }
+    if header.oversized.is_some() {
+        return Err(MemqError::input(
+            path,
+            Location::Line(1),
+            format!(
+                "no line end in the first {} MiB: not a CSV dump (a binary file or a single \
+                 endless line)",
+                HEADER_LIMIT >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn is_na(s: &str) -> bool {
     s.is_empty() || s == "N/A"
 }
@@ -248,12 +296,17 @@ fn optional_text(s: &str) -> Option<String> {
     (!s.is_empty() && s != "N/A").then(|| s.to_string())
 }
 
-fn optional_int(s: &str, what: &str) -> std::result::Result<Option<i64>, String> {
+/// A `Process Id` / `Thread Id` cell, by the rule both readers (CSV and db) apply: an integer
+/// in 0..=i64::MAX; `N/A`, empty or `-1` (the tool's "invalid" marker, §4.1) is NULL; any other
+/// negative, fractional or text value is an error naming the column.
+pub fn process_or_thread_id(s: &str, what: &str) -> std::result::Result<Option<i64>, String> {
     let t = s.trim();
-    if is_na(t) {
+    if is_na(t) || t == "-1" {
         return Ok(None);
     }
-    t.parse::<i64>()
-        .map(Some)
-        .map_err(|_| format!("{what} `{}` is not an integer", truncate(t, 40)))
+    match t.parse::<i64>() {
+        Ok(v) if v >= 0 => Ok(Some(v)),
+        Ok(_) => Err(format!("{what} `{}` is negative", truncate(t, 40))),
+        Err(_) => Err(format!("{what} `{}` is not an integer", truncate(t, 40))),
+    }
 }

@@ -206,8 +206,10 @@ impl EventsBuilder {
         self.event.append_value(&row.event);
         self.event_type.append_value(&row.event_type);
         self.name.append_option(row.name.as_deref());
+        // SourceOutput checks the conversion first (a row that overflows is a reject, never a
+        // saturated value: issue 13, finding 4).
         self.ts
-            .append_option(row.ts_raw.map(|t| t.saturating_mul(self.ts_scale)));
+            .append_option(row.ts_raw.and_then(|t| t.checked_mul(self.ts_scale)));
         self.ts_raw.append_option(row.ts_raw);
         self.pid.append_option(row.pid);
         self.tid.append_option(row.tid);

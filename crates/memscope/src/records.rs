@@ -9,6 +9,14 @@
 
 use std::io::BufRead;
 
+/// The longest record memq keeps (issue 13, findings 1 and 10): a longer one is a reject that
+/// keeps its first [`KEPT_OF_OVERSIZED`] bytes, and the reader skips to the next line end in
+/// bounded memory. A 10 MiB call stack is far below it.
+pub const MAX_RECORD_BYTES: usize = 256 << 20;
+
+/// The bytes of an oversized record kept for `rejects`.
+pub const KEPT_OF_OVERSIZED: usize = 64 << 10;
+
 /// One record: its exact bytes (without the final line end) and where it starts.
 #[derive(Debug, Default, Clone)]
 pub struct RawRecord {
@@ -21,6 +29,9 @@ pub struct RawRecord {
     pub terminated: bool,
     /// A quote was still open when the record was cut (next row or end of file).
     pub unclosed_quote: bool,
+    /// The record was longer than the reader's limit: its full length in bytes (`bytes` holds
+    /// only its start).
+    pub oversized: Option<u64>,
 }
 
 pub struct RecordReader<R> {
@@ -29,6 +40,8 @@ pub struct RecordReader<R> {
     offset: u64,
     /// A physical line read ahead while looking for the end of an unclosed quote.
     pending: Option<Vec<u8>>,
+    /// Longest record kept ([`MAX_RECORD_BYTES`] unless set).
+    limit: usize,
 }
 
 const EVENTS: &[&str] = &[
@@ -50,7 +63,13 @@ impl<R: BufRead> RecordReader<R> {
             line: 0,
             offset: 0,
             pending: None,
+            limit: MAX_RECORD_BYTES,
         }
+    }
+
+    /// Sets the longest record kept (e.g. a small one for the header line).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(1);
     }
 
     /// Bytes consumed so far.
@@ -58,46 +77,110 @@ impl<R: BufRead> RecordReader<R> {
         self.offset
     }
 
-    fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
-        if let Some(l) = self.pending.take() {
-            return Ok(Some(l));
+    /// The next physical line with its line end. At most `room` bytes are kept; the rest of
+    /// a longer line is read in bounded memory and dropped, its quotes scanned into `state`
+    /// (the kept part is scanned first; `Line::scanned` says so). Without a cut the caller
+    /// scans the line.
+    fn next_line(&mut self, room: usize, state: &mut QuoteState) -> std::io::Result<Option<Line>> {
+        if let Some(bytes) = self.pending.take() {
+            let len = bytes.len() as u64;
+            return Ok(Some(Line { bytes, len, cut: false }));
         }
-        let mut buf = Vec::new();
-        let n = self.input.read_until(b'\n', &mut buf)?;
-        if n == 0 {
+        let mut bytes = Vec::new();
+        let mut len = 0u64;
+        let mut cut = false;
+        loop {
+            let chunk = match self.input.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(p) => (p + 1, true),
+                None => (chunk.len(), false),
+            };
+            if cut {
+                state.scan(&chunk[..take]);
+            } else if bytes.len() + take <= room {
+                bytes.extend_from_slice(&chunk[..take]);
+            } else {
+                let keep = room.saturating_sub(bytes.len());
+                bytes.extend_from_slice(&chunk[..keep]);
+                state.scan(&bytes);
+                state.scan(&chunk[keep..take]);
+                cut = true;
+            }
+            len += take as u64;
+            self.input.consume(take);
+            if done {
+                if cut {
+                    bytes.push(b'\n'); // the line did end
+                }
+                break;
+            }
+        }
+        if len == 0 {
             return Ok(None);
         }
-        Ok(Some(buf))
+        Ok(Some(Line { bytes, len, cut }))
     }
 
     /// The next record, or `None` at the end of the input.
     pub fn next_record(&mut self, rec: &mut RawRecord) -> std::io::Result<bool> {
-        let Some(first) = self.next_line()? else {
+        let mut state = QuoteState::default();
+        let Some(first) = self.next_line(self.limit, &mut state)? else {
             return Ok(false);
         };
         rec.line = self.line + 1;
         rec.offset = self.offset;
         rec.bytes.clear();
         rec.unclosed_quote = false;
+        rec.oversized = None;
         self.line += 1;
-        self.offset += first.len() as u64;
-        rec.bytes.extend_from_slice(&first);
-        let mut state = QuoteState::default();
-        state.scan(&first);
+        self.offset += first.len;
+        let mut total = first.len;
+        let mut cut = first.cut;
+        if !first.cut {
+            state.scan(&first.bytes);
+        }
+        rec.bytes.extend_from_slice(&first.bytes);
         while state.in_quotes {
-            let Some(next) = self.next_line()? else {
+            let room = if cut {
+                0
+            } else {
+                self.limit.saturating_sub(rec.bytes.len())
+            };
+            let Some(next) = self.next_line(room, &mut state)? else {
                 rec.unclosed_quote = true;
                 break;
             };
-            if looks_like_row_start(&next) {
-                self.pending = Some(next);
+            if !next.cut && looks_like_row_start(&next.bytes) {
+                self.pending = Some(next.bytes);
                 rec.unclosed_quote = true;
                 break;
             }
             self.line += 1;
-            self.offset += next.len() as u64;
-            state.scan(&next);
-            rec.bytes.extend_from_slice(&next);
+            self.offset += next.len;
+            total += next.len;
+            if !next.cut {
+                state.scan(&next.bytes);
+            }
+            cut |= next.cut;
+            if cut {
+                // Keep only the start of an oversized record (and whether it ended).
+                let ended = next.bytes.ends_with(b"\n");
+                rec.bytes.truncate(KEPT_OF_OVERSIZED);
+                let room = KEPT_OF_OVERSIZED.saturating_sub(rec.bytes.len());
+                rec.bytes.extend_from_slice(&next.bytes[..next.bytes.len().min(room)]);
+                if ended && !rec.bytes.ends_with(b"\n") {
+                    rec.bytes.push(b'\n');
+                }
+            } else {
+                rec.bytes.extend_from_slice(&next.bytes);
+            }
         }
         rec.terminated = rec.bytes.last() == Some(&b'\n');
         if rec.terminated {
@@ -106,8 +189,20 @@ impl<R: BufRead> RecordReader<R> {
                 rec.bytes.pop();
             }
         }
+        if cut {
+            rec.oversized = Some(total);
+            rec.bytes.truncate(KEPT_OF_OVERSIZED);
+        }
         Ok(true)
     }
+}
+
+/// One physical line as read: the bytes kept (with the line end, if any), the line's full
+/// length, and whether it was cut at the reader's limit.
+struct Line {
+    bytes: Vec<u8>,
+    len: u64,
+    cut: bool,
 }
 
 /// Tracks whether a quote is open across the lines of one record.
@@ -261,6 +356,30 @@ mod tests {
         let f = split_fields(std::str::from_utf8(&recs[0].bytes).unwrap());
         assert_eq!(f, vec!["a", "x \"y\"", "b"]);
         assert!(!records("x,y")[0].terminated);
+    }
+
+    #[test]
+    fn oversized_records_are_cut_and_the_reader_goes_on() {
+        let long = "x".repeat(5000);
+        let text = format!("1,MSTX,{long},3\n2,\"{long}\n{long}\",4\n3,ok\n4,{long}");
+        let mut r = RecordReader::new(std::io::BufReader::with_capacity(64, text.as_bytes()));
+        r.set_limit(1000);
+        let mut out = Vec::new();
+        let mut rec = RawRecord::default();
+        while r.next_record(&mut rec).unwrap() {
+            out.push(rec.clone());
+        }
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0].oversized, Some(5000 + 10));
+        assert!(out[0].terminated);
+        assert!(out[0].bytes.len() <= KEPT_OF_OVERSIZED);
+        assert_eq!(out[1].line, 2);
+        assert_eq!(out[1].oversized, Some(2 * 5000 + 8));
+        assert!(!out[1].unclosed_quote);
+        assert_eq!((out[2].line, out[2].bytes.as_slice(), out[2].oversized), (4, &b"3,ok"[..], None));
+        assert_eq!(out[3].oversized, Some(5002));
+        assert!(!out[3].terminated);
+        assert_eq!(r.offset(), text.len() as u64);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 -- @column reserved_end        BIGINT  bytes: reserved bytes after the last entry (= Σ total_size of the final segments)
 -- @column reference_peak      BIGINT  bytes: the reference's "peak": highest net segment growth from zero over segment events; NULL without segment events
 -- @column reference_peak_seq  BIGINT  seq of the segment event setting reference_peak (the first segment event when growth never exceeds 0)
+-- @column trace_wrapped       BOOLEAN the device's trace ring buffer wrapped (snap_info section trace: frees of addresses it never allocated, or a single entry): the start and peak only cover the entries kept; NULL without entries
 WITH
 devices AS (
     SELECT DISTINCT snapshot, device FROM snap_segments
@@ -72,6 +73,11 @@ reference AS (
     FROM snap_timeline
     WHERE action IN ('segment_alloc', 'segment_map', 'segment_free', 'segment_unmap')
     GROUP BY snapshot, device
+),
+wrapped AS (
+    SELECT snapshot, item AS device, value = 'true' AS wrapped
+    FROM snap_info
+    WHERE section = 'trace' AND key = 'wrapped'
 )
 SELECT d.snapshot, d.device,
        COALESCE(s.entries, 0) AS entries,
@@ -93,8 +99,10 @@ SELECT d.snapshot, d.device,
             ELSE 0 END AS reference_peak,
        CASE WHEN r.growth_max IS NULL THEN NULL
             WHEN r.growth_max > 0 THEN r.growth_max_seq
-            ELSE r.first_segment_seq END AS reference_peak_seq
+            ELSE r.first_segment_seq END AS reference_peak_seq,
+       CASE WHEN s.entries IS NOT NULL THEN COALESCE(w.wrapped, false) END AS trace_wrapped
 FROM devices d
 JOIN final_state f ON f.snapshot = d.snapshot AND f.device = d.device
 LEFT JOIN series s ON s.snapshot = d.snapshot AND s.device = d.device
 LEFT JOIN reference r ON r.snapshot = d.snapshot AND r.device = d.device
+LEFT JOIN wrapped w ON w.snapshot = d.snapshot AND w.device = d.device

@@ -56,6 +56,8 @@ fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<(TableDef, RecordBatch)> 
         "requested_size" => ints(rows.iter().map(|r| r.requested_size)),
         "state" => texts(rows.iter().map(|r| r.state.as_deref())),
         "stack_id" => ints(rows.iter().map(|r| r.stack_id)),
+        "alloc_seq" => ints(rows.iter().map(|r| r.alloc_seq)),
+        "user_metadata" => texts(rows.iter().map(|r| r.user_metadata.as_deref())),
         "extra_json" => texts(rows.iter().map(|r| r.extra_json.as_deref())),
         other => unreachable!("snap_blocks has no column {other}"),
     };

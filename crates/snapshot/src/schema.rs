@@ -63,6 +63,8 @@ pub fn blocks() -> TableDef {
             col("requested_size", Int64, "bytes the caller asked for (<= size); from history[0].real_size on legacy blocks").bytes(),
             col("state", Utf8, "active_allocated (in use), active_pending_free (freed, still used by another stream; also spelled active_awaiting_free) or inactive (cached free)"),
             col("stack_id", Int64, "allocation stack (snap_frames.stack_id); NULL when none was recorded (free blocks, blocks allocated before recording)"),
+            col("alloc_seq", Int64, "live blocks: seq of the trace's alloc entry that made the block (same device and address, not freed since); NULL when it was made before the trace window"),
+            col("user_metadata", Utf8, "user metadata of that alloc entry (labels set with torch.cuda.memory._set_memory_metadata / _annotate_tensor; a dict as JSON); NULL when none"),
             col("extra_json", Utf8, EXTRA_DOC),
         ],
     }
@@ -118,8 +120,8 @@ pub fn info() -> TableDef {
         sort_order: &[],
         columns: vec![
             req("snapshot", Utf8, SNAPSHOT_DOC),
-            req("section", Utf8, "meta (protocol, top_level, file_bytes, keys), allocator_settings, external_annotations, top_level (any other top-level key) or warning"),
-            col("item", Int64, "0-based element number in list sections (external_annotations, warning); NULL otherwise"),
+            req("section", Utf8, "meta (protocol, top_level, file_bytes, keys), allocator_settings (skip_actions and trace_alloc_* included), external_annotations, top_level (any other top-level key), trace (only for a device whose trace ring buffer wrapped, item = device: entries, frees_of_unallocated_addresses, wrapped = true; the signs are frees of addresses the trace never allocated, or a single entry) or warning"),
+            col("item", Int64, "0-based element number in list sections (external_annotations, warning); the device in section trace; NULL otherwise"),
             req("key", Utf8, "setting or field name; for warnings the place in the snapshot (e.g. segments[3].blocks[0])"),
             col("value", Utf8, "strings verbatim, other values as JSON; NULL for None"),
             req("value_type", Utf8, "Python type of the value: str, int, float, bool, none, list, tuple, dict, set, bytes"),

@@ -4,7 +4,9 @@
 //! unknown keys (kept as JSON), `device_free` instead of `addr` on `oom`, dict or text frames,
 //! both pending-free spellings, legacy blocks with `history`. Anything malformed (a segment that
 //! is not a dict, a size that is not an int) is recorded as a warning row in snap_info, never
-//! silently skipped. A dict or list reached twice through the memo would repeat its rows, so it
+//! silently skipped. A pickle that is no snapshot at all (a list without segment dicts, a dict
+//! with neither `segments` nor `device_traces`, `segments` of the wrong type) is refused. A dict
+//! or list reached twice through the memo would repeat its rows, so it
 //! is refused: the number of rows stays bounded by the size of the file.
 
 use std::path::Path;
@@ -48,6 +50,9 @@ pub struct BlockRow {
     pub requested_size: Option<i64>,
     pub state: Option<String>,
     pub stack_id: Option<i64>,
+    /// From the trace: the alloc entry that made the block (its seq and user metadata).
+    pub alloc_seq: Option<i64>,
+    pub user_metadata: Option<String>,
     pub extra_json: Option<String>,
 }
 
@@ -142,9 +147,10 @@ impl<'a> Walker<'a> {
     fn root(&mut self, root: Value) -> Result<()> {
         let arena = self.arena;
         if let Some(items) = arena.dict(root) {
-            return self.snapshot_dict(items);
+            return self.snapshot_dict(root, items);
         }
         if let (Some(segments), "list") = (arena.sequence(root), arena.type_name(root)) {
+            self.require_segment_dicts("the top-level list", root, segments)?;
             self.meta("top_level", "list".to_string(), "str");
             return self.segment_list(segments);
         }
@@ -163,19 +169,35 @@ impl<'a> Walker<'a> {
     }
 
     /// The top-level dict, whatever its key order.
-    fn snapshot_dict(&mut self, items: &'a [(Value, Value)]) -> Result<()> {
+    fn snapshot_dict(&mut self, root: Value, items: &'a [(Value, Value)]) -> Result<()> {
         self.meta("top_level", "dict".to_string(), "str");
         let keys = items
             .iter()
             .map(|&(key, _)| self.key_text(key))
             .collect::<Result<Vec<_>>>()?;
         let keys = serde_json::to_string(&keys).unwrap_or_default();
-        self.meta("keys", keys, "list");
+        self.meta("keys", keys.clone(), "list");
+        let has = |name: &str| items.iter().any(|&(key, _)| self.arena.str(key) == Some(name));
+        if !has("segments") && !has("device_traces") {
+            return Err(self.not_a_snapshot(
+                self.offset_of(root),
+                format!("the pickle holds a dict with neither segments nor device_traces (keys: {keys})"),
+            ));
+        }
         let (mut segments, mut traces) = (None, None);
         for &(key, value) in items {
             match self.arena.str(key) {
-                Some("segments") => segments = Some(value),
-                Some("device_traces") => traces = Some(value),
+                Some("segments") => {
+                    self.require_list("segments", value)?;
+                    if let Some(list) = self.arena.sequence(value) {
+                        self.require_segment_dicts("segments", value, list)?;
+                    }
+                    segments = Some(value)
+                }
+                Some("device_traces") => {
+                    self.require_list("device_traces", value)?;
+                    traces = Some(value)
+                }
                 Some("allocator_settings") => self.settings(value)?,
                 Some("external_annotations") => self.annotations(value)?,
                 _ => {
@@ -190,12 +212,136 @@ impl<'a> Walker<'a> {
             None => self.warn("snapshot", "has no segments key"),
         }
         match traces {
-            Some(traces) => self.traces(traces),
-            None => {
-                self.warn("snapshot", "has no device_traces key");
-                Ok(())
+            Some(traces) => self.traces(traces)?,
+            None => self.warn("snapshot", "has no device_traces key"),
+        }
+        self.trace_facts();
+        Ok(())
+    }
+
+    /// What the trace tells beyond its rows (docs/formats/snapshot.md §6.2): each live block
+    /// gets the alloc entry that made it (seq, `user_metadata` set with
+    /// `_set_memory_metadata`), and each device's trace is checked for signs that its ring
+    /// buffer wrapped (frees of addresses the trace never allocated, a single-entry trace):
+    /// such a device gets rows in snap_info section `trace` (entries, the count of those
+    /// addresses, wrapped = true); a device whose trace shows no sign gets none.
+    fn trace_facts(&mut self) {
+        use std::collections::{BTreeMap, HashMap, HashSet};
+        // (device, address) → the latest alloc entry still holding it.
+        let mut holder: HashMap<(i64, u64), usize> = HashMap::new();
+        let mut allocated: HashSet<(i64, u64)> = HashSet::new();
+        // device → (entries, addresses freed without an earlier alloc)
+        let mut devices: BTreeMap<i64, (i64, HashSet<u64>)> = BTreeMap::new();
+        for (index, t) in self.rows.traces.iter().enumerate() {
+            let device = devices.entry(t.device).or_default();
+            device.0 += 1;
+            let (Some(addr), Some(action)) = (t.addr, t.action.as_deref()) else {
+                continue;
+            };
+            let key = (t.device, addr);
+            match action {
+                "alloc" => {
+                    holder.insert(key, index);
+                    allocated.insert(key);
+                }
+                "free_requested" | "free_completed" | "free" => {
+                    if !allocated.contains(&key) {
+                        device.1.insert(addr);
+                    }
+                    if action != "free_requested" {
+                        holder.remove(&key);
+                    }
+                }
+                _ => {}
             }
         }
+        for block in &mut self.rows.blocks {
+            let live = matches!(
+                block.state.as_deref(),
+                Some("active_allocated" | "active_pending_free")
+            );
+            let made_by = block
+                .device
+                .zip(block.address)
+                .filter(|_| live)
+                .and_then(|key| holder.get(&key));
+            if let Some(&index) = made_by {
+                let entry = &self.rows.traces[index];
+                block.alloc_seq = Some(entry.seq);
+                block.user_metadata = entry.user_metadata.clone();
+            }
+        }
+        for (device, (entries, orphans)) in devices {
+            if orphans.is_empty() && entries != 1 {
+                continue; // a complete trace, as far as it tells
+            }
+            let mut fact = |key: &str, value: String, value_type| {
+                self.rows.info.push(InfoRow {
+                    section: "trace",
+                    item: Some(device),
+                    key: key.to_string(),
+                    value: Some(value),
+                    value_type,
+                })
+            };
+            fact("entries", entries.to_string(), "int");
+            fact("frees_of_unallocated_addresses", orphans.len().to_string(), "int");
+            fact("wrapped", "true".to_string(), "bool");
+        }
+    }
+
+    // What makes a pickle a snapshot at all (docs/formats/snapshot.md §1): anything else is
+    // refused, never read as an empty snapshot.
+
+    fn not_a_snapshot(&self, at: Location, why: String) -> MemqError {
+        MemqError::input(
+            self.path,
+            at,
+            format!("not a PyTorch memory snapshot: {why}"),
+        )
+    }
+
+    fn offset_of(&self, value: Value) -> Location {
+        match value {
+            Value::Obj(id) => Location::ByteOffset(self.arena.offset(id)),
+            _ => Location::None,
+        }
+    }
+
+    /// `segments` / `device_traces` must be lists (None is tolerated as "absent").
+    fn require_list(&self, key: &str, value: Value) -> Result<()> {
+        if value == Value::None || self.arena.sequence(value).is_some() {
+            return Ok(());
+        }
+        let found = self.arena.type_name(value);
+        Err(self.not_a_snapshot(
+            self.offset_of(value),
+            format!("{key} is {}, not a list", a(found)),
+        ))
+    }
+
+    /// A segment list none of whose elements is a dict is no segment list (a single malformed
+    /// segment among good ones is only a warning).
+    fn require_segment_dicts(&self, what: &str, list: Value, items: &[Value]) -> Result<()> {
+        let Some(&first) = items.first() else {
+            return Ok(());
+        };
+        if items.iter().any(|&item| self.arena.dict(item).is_some()) {
+            return Ok(());
+        }
+        let found = self.arena.type_name(first);
+        let place = if what == "segments" { "segments[0]" } else { "its element 0" };
+        let at = match first {
+            Value::Obj(_) => self.offset_of(first),
+            _ => self.offset_of(list),
+        };
+        Err(self.not_a_snapshot(
+            at,
+            format!(
+                "{what} holds no segment dict ({place} is {})",
+                a(found)
+            ),
+        ))
     }
 
     // Segments and blocks.

@@ -1,0 +1,2179 @@
+//! The judgement: problem → evidence → advice, with a severity, from the rows of [`Data`];
+//! and the layout of the report's sections (docs/report.md lists the kinds).
+//!
+//! Rules that go beyond a threshold (docs/formats/memscope.md §6.16, docs/formats/snapshot.md §6.2):
+//! - a leak is memory held to the end that *grows* step after step (held bytes at the end of
+//!   every complete step strictly increasing); memory allocated once and kept is resident;
+//!   stock memory (allocated before collection) is never a leak verdict;
+//! - reserved-but-free memory of a caching allocator is cached, not fragmented: whole free
+//!   segments go back with `empty_cache()`. Fragmentation is free memory that cannot serve a
+//!   request as large as its segment's largest hole: Σ (free − largest free block) per segment,
+//!   as a share of all free memory;
+//! - the snapshot peak is the true active peak (MemoryViz's method), not the reference's net
+//!   segment growth.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Ok,
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Ok => "ok",
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// What the data lacks for a conclusion, and how to collect it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CannotConclude {
+    pub missing: String,
+    pub collect_with: String,
+}
+
+/// One finding: problem → evidence → advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub kind: String,
+    pub severity: Severity,
+    pub section: u8,
+    pub title: String,
+    pub problem: String,
+    pub evidence: Map<String, Value>,
+    /// The evidence in words, one line each (figures, times, owners, frames).
+    pub evidence_text: Vec<String>,
+    pub advice: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cannot_conclude: Option<CannotConclude>,
+}
+
+fn finding(kind: &str, severity: Severity, section: u8, title: String, problem: String) -> Finding {
+    Finding {
+        kind: kind.into(),
+        severity,
+        section,
+        title,
+        problem,
+        evidence: Map::new(),
+        evidence_text: Vec::new(),
+        advice: Vec::new(),
+        cannot_conclude: None,
+    }
+}
+
+fn cannot(section: u8, what: &str, missing: &str, collect_with: &str) -> Finding {
+    let mut f = finding(
+        "cannot_conclude",
+        Severity::Info,
+        section,
+        format!("Cannot conclude {what}"),
+        format!("cannot conclude {what}: missing {missing} — collect with {collect_with}"),
+    );
+    f.evidence.insert("what".into(), json!(what));
+    f.cannot_conclude = Some(CannotConclude {
+        missing: missing.into(),
+        collect_with: collect_with.into(),
+    });
+    f
+}
+
+fn table(caption: &str, headers: &[&str], rows: Vec<Vec<String>>) -> Block {
+    Block::Table(Table {
+        caption: caption.into(),
+        headers: headers.iter().map(|s| s.to_string()).collect(),
+        rows,
+    })
+}
+
+fn ob(v: Option<i64>) -> String {
+    v.map(fmt_bytes).unwrap_or_else(|| "—".into())
+}
+
+fn short_source(s: &str) -> String {
+    // the device folder says more than the long dump name
+    let parts: Vec<&str> = s.split('/').collect();
+    if let Some(i) = parts.iter().position(|p| p.starts_with("device_")) {
+        return format!("{}/{}", parts[i], parts.last().unwrap_or(&""));
+    }
+    parts.last().unwrap_or(&s).to_string()
+}
+
+/// A series key.
+type Key = (String, i64, String, String);
+
+struct Builder<'a> {
+    d: &'a Data,
+    findings: Vec<Finding>,
+    sections: Vec<Section>,
+    metrics: Metrics,
+    start: Option<i64>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, f: Finding) -> Block {
+        self.findings.push(f);
+        Block::Finding(self.findings.len() - 1)
+    }
+    fn ts(&self, ts: i64) -> String {
+        fmt_ts(ts, self.start)
+    }
+    fn rel_s(&self, ts: i64) -> f64 {
+        (ts - self.start.unwrap_or(ts)) as f64 / 1e9
+    }
+}
+
+/// Builds the report from the gathered rows.
+pub fn build(d: &Data, input: &str) -> Report {
+    let mut b = Builder {
+        d,
+        findings: Vec::new(),
+        sections: Vec::new(),
+        metrics: Metrics::default(),
+        start: d.run_start(),
+    };
+    sources_section(&mut b);
+    if d.has_memscope() {
+        curve_section(&mut b);
+        owners_section(&mut b);
+        leak_section(&mut b);
+    }
+    oom_section(&mut b);
+    frag_section(&mut b);
+    if d.has_snapshot() {
+        snapshot_section(&mut b);
+    }
+    let verdict = verdict(&b);
+    let mut notes = d.notes.clone();
+    notes.dedup();
+    Report {
+        input: input.to_string(),
+        generated: format!("memq {}", env!("CARGO_PKG_VERSION")),
+        metrics: b.metrics,
+        verdict,
+        findings: b.findings,
+        sections: b.sections,
+        notes,
+    }
+}
+
+// ---------------------------------------------------------------- (1) sources
+
+fn sources_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    if let Some((t0, t1)) = d.span {
+        blocks.push(Block::Text(format!(
+            "msMemScope data from {} to {} ({}).",
+            fmt_epoch_ns(t0),
+            fmt_epoch_ns(t1),
+            fmt_dur_ns(t1 - t0)
+        )));
+    }
+    if !d.sources.is_empty() {
+        blocks.push(table(
+            "Inputs by kind",
+            &["kind", "generation", "files", "rows", "rejects", "size"],
+            d.sources
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.s("kind"),
+                        r.s("generation"),
+                        r.s("files"),
+                        r.s("rows"),
+                        r.s("rejects"),
+                        ob(r.i64("size_bytes")),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if d.has_memscope() {
+        let yn = |r: &Row, c: &str| if r.b(c) { "yes" } else { "—" }.to_string();
+        blocks.push(table(
+            "What each dump holds (view capabilities)",
+            &[
+                "dump",
+                "gen",
+                "rows",
+                "procs",
+                "devices",
+                "pools",
+                "owners",
+                "py stacks",
+                "alloc/free",
+                "counters",
+                "snapshots",
+                "OOM",
+                "steps",
+            ],
+            d.capabilities
+                .iter()
+                .map(|r| {
+                    vec![
+                        short_source(&r.s("source")),
+                        r.s("generation"),
+                        r.s("rows"),
+                        r.s("processes"),
+                        r.s("devices"),
+                        r.s("pools"),
+                        yn(&r, "has_owners"),
+                        yn(&r, "has_py_stacks"),
+                        yn(&r, "has_alloc_free"),
+                        yn(&r, "has_pool_counters"),
+                        yn(&r, "has_snapshots"),
+                        yn(&r, "has_oom"),
+                        yn(&r, "has_steps"),
+                    ]
+                })
+                .collect(),
+        ));
+        let any = |c: &str| d.capabilities.iter().any(|r| r.b(c));
+        if !any("has_owners") {
+            let f = cannot(
+                1,
+                "which owner (framework component) holds the memory",
+                "owners on MALLOC rows",
+                "`--analysis=decompose` (config.json analysisType bit 1)",
+            );
+            blocks.push(b.push(f));
+        }
+        if !any("has_py_stacks") {
+            let f = cannot(
+                1,
+                "which line of user code allocated the memory",
+                "Python call stacks",
+                "`--call-stack python:50` (config.json enablePyStack)",
+            );
+            blocks.push(b.push(f));
+        }
+        if !any("has_alloc_free") {
+            let f = cannot(
+                1,
+                "block lifetimes (leaks, live memory)",
+                "alloc/free pairs (MALLOC and FREE rows)",
+                "alloc and free events collected and dumped (config.json eventType / dumpEventType bits 0 and 1)",
+            );
+            blocks.push(b.push(f));
+        }
+        if !any("has_oom") && d.snap_oom.is_empty() {
+            let f = cannot(
+                5,
+                "why an out-of-memory error happened",
+                "OOM records (OOM_DETAIL rows)",
+                "`--analysis=oom` (config.json analysisType bit 3), which also takes the OOM_Snapshot",
+            );
+            blocks.push(b.push(f));
+        }
+        if any("has_oom") && !any("has_snapshots") {
+            let f = cannot(
+                5,
+                "how much device memory was free at the OOM",
+                "SNAPSHOT records",
+                "`--analysis=oom` (takes an OOM_Snapshot before the trigger)",
+            );
+            blocks.push(b.push(f));
+        }
+        if !any("has_steps") {
+            let f = cannot(
+                4,
+                "growth per step (leak algorithm A)",
+                "step markers",
+                "`msmemscope.step()` in the training loop, or mstx ranges named \"step start\"",
+            );
+            blocks.push(b.push(f));
+        }
+    }
+    for r in d.snap_peak.iter() {
+        if r.i64("entries").unwrap_or(0) == 0 {
+            let mut f = cannot(
+                7,
+                &format!(
+                    "the memory timeline and true peak of {} device {}",
+                    r.s("snapshot"),
+                    r.s("device")
+                ),
+                "trace entries (only the final allocator state was dumped)",
+                "`torch.cuda.memory._record_memory_history(max_entries=100000)` (torch_npu: `torch_npu.npu.memory._record_memory_history`) before the run, then `_dump_snapshot()`",
+            );
+            f.evidence.insert("snapshot".into(), json!(r.s("snapshot")));
+            f.evidence.insert("device".into(), json!(r.i64("device")));
+            blocks.push(b.push(f));
+        }
+    }
+    if d.rejects > 0 {
+        let mut f = finding(
+            "rejects",
+            Severity::Warning,
+            1,
+            format!("{} record(s) could not be parsed", d.rejects),
+            "Some input records were unreadable; figures leave them out.".into(),
+        );
+        f.evidence.insert("rejects".into(), json!(d.rejects));
+        f.advice
+            .push("Look at them: `memq sql INPUT -e \"SELECT * FROM rejects\"`.".into());
+        blocks.push(b.push(f));
+    }
+    b.metrics.devices = {
+        let mut devs: Vec<String> = d
+            .peaks
+            .iter()
+            .filter(|r| r.s("pool") != "HOST_PINNED")
+            .map(|r| format!("m{}", r.s("device")))
+            .chain(
+                d.snap_overview
+                    .iter()
+                    .map(|r| format!("s{}/{}", r.s("snapshot"), r.s("device"))),
+            )
+            .collect();
+        devs.sort();
+        devs.dedup();
+        devs.len() as i64
+    };
+    b.sections.push(Section {
+        id: "sources".into(),
+        title: "1. Sources and capabilities".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (2) curves
+
+/// One bucketed series of a metric.
+struct Curve {
+    key: Key,
+    metric: String,
+    /// (t_mid ns, min, max, end) per non-empty bucket; end carried forward.
+    pts: Vec<(i64, i64, i64, i64)>,
+}
+
+fn curves(d: &Data) -> Vec<Curve> {
+    let mut out: Vec<Curve> = Vec::new();
+    for r in d.curve.iter() {
+        let key = (
+            r.s("source"),
+            r.i64("pid").unwrap_or(0),
+            r.s("device"),
+            r.s("pool"),
+        );
+        let metric = r.s("metric");
+        let same = out
+            .last()
+            .is_some_and(|c| c.key == key && c.metric == metric);
+        if !same {
+            out.push(Curve {
+                key: key.clone(),
+                metric: metric.clone(),
+                pts: Vec::new(),
+            });
+        }
+        if r.i64("points").unwrap_or(0) == 0 {
+            continue;
+        }
+        let (Some(t0), Some(t1)) = (r.i64("t0"), r.i64("t1")) else {
+            continue;
+        };
+        let (Some(mn), Some(mx), Some(end)) =
+            (r.i64("min_bytes"), r.i64("max_bytes"), r.i64("end_bytes"))
+        else {
+            continue;
+        };
+        if let Some(c) = out.last_mut() {
+            c.pts.push((t0 / 2 + t1 / 2, mn, mx, end));
+        }
+    }
+    out
+}
+
+/// The primary metric of a pool: `used` for framework pools, `live` for HAL.
+fn primary_metric(pool: &str) -> &'static str {
+    if pool == "HAL" {
+        "live"
+    } else {
+        "used"
+    }
+}
+
+/// The shape of a curve (docs/formats/memscope.md §6.16) and its turning points
+/// (index into pts).
+pub fn classify(vals: &[i64]) -> (&'static str, Vec<usize>) {
+    if vals.len() < 3 {
+        return ("too_short", Vec::new());
+    }
+    let mx = *vals.iter().max().unwrap_or(&0);
+    let mn = *vals.iter().min().unwrap_or(&0);
+    let range = (mx - mn) as f64;
+    if mx <= 0 || range <= 0.05 * mx as f64 {
+        return ("plateau", Vec::new());
+    }
+    let thr = 0.1 * range;
+    // significant moves: zig-zag of the series with a threshold
+    let mut turns = Vec::new();
+    let mut dir = 0i8;
+    let mut ext_i = 0usize;
+    for i in 1..vals.len() {
+        let v = vals[i] as f64;
+        let e = vals[ext_i] as f64;
+        match dir {
+            0 => {
+                if v - e > thr {
+                    dir = 1;
+                    ext_i = i;
+                } else if e - v > thr {
+                    dir = -1;
+                    ext_i = i;
+                }
+            }
+            1 => {
+                if v >= e {
+                    ext_i = i;
+                } else if e - v > thr {
+                    turns.push(ext_i);
+                    dir = -1;
+                    ext_i = i;
+                }
+            }
+            _ => {
+                if v <= e {
+                    ext_i = i;
+                } else if v - e > thr {
+                    turns.push(ext_i);
+                    dir = 1;
+                    ext_i = i;
+                }
+            }
+        }
+    }
+    let first = vals[0] as f64;
+    let last = *vals.last().unwrap_or(&0) as f64;
+    let peak_i = vals.iter().position(|v| *v == mx).unwrap_or(0);
+    let ups = vals.windows(2).filter(|w| w[1] > w[0]).count();
+    let downs_sig = vals
+        .windows(2)
+        .filter(|w| (w[0] - w[1]) as f64 > thr)
+        .count();
+    let n = vals.len() - 1;
+    if turns.len() >= 4 {
+        // repeated sharp drops then climbs
+        return ("sawtooth", turns);
+    }
+    if downs_sig == 0 && last - first > 0.5 * range {
+        // never comes back down
+        let shape = if ups * 4 <= n { "staircase" } else { "rising" };
+        return (shape, turns);
+    }
+    if peak_i > 0 && peak_i < vals.len() - 1 && (mx as f64 - last) > 0.5 * range {
+        return ("spike_then_drop", turns);
+    }
+    if last - first > 0.5 * range {
+        return ("rising_with_dips", turns);
+    }
+    ("mixed", turns)
+}
+
+fn shape_words(shape: &str) -> (&'static str, &'static str, Severity) {
+    match shape {
+        "rising" => (
+            "rises and never comes back down",
+            "a leak or cache accumulation: see section 4 for the owners that grow",
+            Severity::Warning,
+        ),
+        "staircase" => (
+            "climbs in steps and never comes back down",
+            "the pool reserving more in steps (compare with `total`), or one allocation kept per step",
+            Severity::Warning,
+        ),
+        "rising_with_dips" => (
+            "rises overall, with dips",
+            "growth under normal alloc/free cycles: check the level at the end of each step (section 4)",
+            Severity::Info,
+        ),
+        "plateau" => ("stays flat", "normal: a steady working set", Severity::Ok),
+        "sawtooth" => (
+            "saw-tooth: repeated climbs and drops",
+            "normal alloc/free cycles; watch the amplitude (a drop to near zero with slowdowns is an internal empty_cache under pressure)",
+            Severity::Ok,
+        ),
+        "spike_then_drop" => (
+            "peaks, then falls back",
+            "a transient peak: the breakdown at the peak (section 3) says what it was",
+            Severity::Info,
+        ),
+        "too_short" => ("has too few points to judge", "—", Severity::Info),
+        _ => ("moves up and down without a clear pattern", "no shape rule applies", Severity::Info),
+    }
+}
+
+fn curve_section(b: &mut Builder) {
+    let d = b.d;
+    let cs = curves(d);
+    let mut blocks = Vec::new();
+    // one chart per process and device: the primary metric of every pool
+    let mut devices: Vec<(i64, String)> = cs.iter().map(|c| (c.key.1, c.key.2.clone())).collect();
+    devices.sort();
+    devices.dedup();
+    for (pid, dev) in &devices {
+        let mut series = Vec::new();
+        let mut marker = None;
+        let mut best = -1i64;
+        for c in cs.iter().filter(|c| c.key.1 == *pid && &c.key.2 == dev) {
+            if c.metric != primary_metric(&c.key.3) || c.pts.is_empty() {
+                continue;
+            }
+            series.push(Series {
+                name: format!("{} {}", c.key.3, c.metric),
+                points: c.pts.iter().map(|p| (b.rel_s(p.0), p.3 as f64)).collect(),
+                band: c
+                    .pts
+                    .iter()
+                    .map(|p| (b.rel_s(p.0), p.1 as f64, p.2 as f64))
+                    .collect(),
+                area: false,
+            });
+            if let Some(p) = d.peaks.iter().find(|r| {
+                r.s("source") == c.key.0
+                    && r.i64("pid") == Some(c.key.1)
+                    && r.s("device") == c.key.2
+                    && r.s("pool") == c.key.3
+                    && r.s("metric") == c.metric
+            }) {
+                let (Some(pb), Some(pt)) = (p.i64("peak_bytes"), p.i64("peak_ts")) else {
+                    continue;
+                };
+                if pb > best && c.key.3 != "HOST_PINNED" {
+                    best = pb;
+                    marker = Some((
+                        b.rel_s(pt),
+                        pb as f64,
+                        format!(
+                            "{} peak {} at +{}",
+                            c.key.3,
+                            fmt_bytes(pb),
+                            fmt_dur_ns(pt - b.start.unwrap_or(pt))
+                        ),
+                    ));
+                }
+            }
+        }
+        if series.is_empty() {
+            continue;
+        }
+        blocks.push(Block::Chart(Chart::Line(LineChart {
+            title: format!("Memory over time — device {dev} (pid {pid}); line = value at bucket end, band = min..max per bucket"),
+            x_label: "time since start of the data".into(),
+            x_unit: "s".into(),
+            series,
+            marker,
+        })));
+    }
+    // shape per series
+    let mut rows = Vec::new();
+    for c in cs.iter().filter(|c| c.metric == primary_metric(&c.key.3)) {
+        let vals: Vec<i64> = c.pts.iter().map(|p| p.3).collect();
+        let (shape, turns) = classify(&vals);
+        let (words, meaning, sev) = shape_words(shape);
+        let turning: Vec<String> = turns
+            .iter()
+            .take(5)
+            .filter_map(|i| c.pts.get(*i))
+            .map(|p| {
+                format!(
+                    "{} at +{}",
+                    fmt_bytes(p.3),
+                    fmt_dur_ns(p.0 - b.start.unwrap_or(p.0))
+                )
+            })
+            .collect();
+        rows.push(vec![
+            c.key.2.clone(),
+            c.key.3.clone(),
+            c.metric.clone(),
+            shape.to_string(),
+            ob(vals.first().copied()),
+            ob(vals.iter().max().copied()),
+            ob(vals.last().copied()),
+            if turning.is_empty() {
+                "—".into()
+            } else {
+                turning.join("; ")
+            },
+        ]);
+        if c.key.3 == "HOST_PINNED" {
+            continue;
+        }
+        let mut f = finding(
+            "curve_shape",
+            sev,
+            2,
+            format!(
+                "Device {} {}: {}",
+                c.key.2,
+                c.key.3,
+                shape.replace('_', " ")
+            ),
+            format!("The {} {} curve {words}: {meaning}.", c.key.3, c.metric),
+        );
+        f.evidence.insert("pid".into(), json!(c.key.1));
+        f.evidence.insert("device".into(), json!(c.key.2));
+        f.evidence.insert("pool".into(), json!(c.key.3));
+        f.evidence.insert("metric".into(), json!(c.metric));
+        f.evidence.insert("shape".into(), json!(shape));
+        f.evidence.insert("first_bytes".into(), json!(vals.first()));
+        f.evidence
+            .insert("max_bytes".into(), json!(vals.iter().max()));
+        f.evidence.insert("last_bytes".into(), json!(vals.last()));
+        f.evidence.insert("buckets".into(), json!(vals.len()));
+        f.evidence.insert("turning_points".into(), json!(turning));
+        f.evidence_text.push(format!(
+            "{} buckets: first {}, highest {}, last {}",
+            vals.len(),
+            ob(vals.first().copied()),
+            ob(vals.iter().max().copied()),
+            ob(vals.last().copied())
+        ));
+        if !turning.is_empty() {
+            f.evidence_text
+                .push(format!("turning points: {}", turning.join("; ")));
+        }
+        if sev >= Severity::Warning {
+            f.advice.push(
+                "Read section 4 (which owners keep growing) before raising memory limits.".into(),
+            );
+        }
+        // only the non-trivial shapes become findings; the rest stay in the table
+        if sev >= Severity::Info && shape != "too_short" {
+            blocks.push(b.push(f));
+        }
+    }
+    blocks.push(table(
+        "Curve shape per pool (§6.16 of docs/formats/memscope.md)",
+        &[
+            "device",
+            "pool",
+            "metric",
+            "shape",
+            "first",
+            "highest",
+            "last",
+            "turning points",
+        ],
+        rows,
+    ));
+    // reserved vs allocated per framework pool
+    for (pid, dev) in &devices {
+        let mut series = Vec::new();
+        for c in cs.iter().filter(|c| {
+            c.key.1 == *pid && &c.key.2 == dev && c.key.3 != "HAL" && c.key.3 != "HOST_PINNED"
+        }) {
+            if c.metric == "total" || c.metric == "used" {
+                let name = if c.metric == "total" {
+                    "reserved (total)"
+                } else {
+                    "allocated (used)"
+                };
+                series.push(Series {
+                    name: format!("{} {name}", c.key.3),
+                    points: c.pts.iter().map(|p| (b.rel_s(p.0), p.3 as f64)).collect(),
+                    band: Vec::new(),
+                    area: c.metric == "total",
+                });
+            }
+        }
+        if series.len() >= 2 {
+            series.sort_by_key(|s| !s.area);
+            blocks.push(Block::Chart(Chart::Line(LineChart {
+                title: format!("Reserved vs allocated — device {dev} (pid {pid}); the gap is cached free memory"),
+                x_label: "time since start of the data".into(),
+                x_unit: "s".into(),
+                series,
+                marker: None,
+            })));
+        }
+    }
+    // peaks
+    let mut prow = Vec::new();
+    for r in d.peaks.iter() {
+        prow.push(vec![
+            r.s("device"),
+            r.s("pool"),
+            r.s("metric"),
+            ob(r.i64("peak_bytes")),
+            r.i64("peak_ts").map(|t| b.ts(t)).unwrap_or_default(),
+        ]);
+        let pool = r.s("pool");
+        let m = r.s("metric");
+        if pool != "HOST_PINNED" && (m == "used" || m == "live") {
+            if let Some(pb) = r.i64("peak_bytes") {
+                if b.metrics.peak_bytes.is_none_or(|x| pb > x) {
+                    b.metrics.peak_bytes = Some(pb);
+                    b.metrics.peak_where = Some(format!("device {} {pool} {m}", r.s("device")));
+                }
+            }
+        }
+        if pool != "HOST_PINNED" && m == "total" {
+            if let Some(pb) = r.i64("peak_bytes") {
+                if b.metrics.reserved_bytes.is_none_or(|x| pb > x) {
+                    b.metrics.reserved_bytes = Some(pb);
+                    b.metrics.reserved_where =
+                        Some(format!("device {} {pool} total", r.s("device")));
+                }
+            }
+        }
+    }
+    blocks.push(table(
+        "Peaks of every counter (view peaks; HAL live = memq's pairing)",
+        &["device", "pool", "metric", "peak", "when"],
+        prow,
+    ));
+    b.sections.push(Section {
+        id: "curves".into(),
+        title: "2. Memory curves and their shape".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (3) owners and peak
+
+fn owners_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    let mut charts = 0;
+    for bd in &d.breakdowns {
+        let head = format!(
+            "Device {} {} at its peak: {} {} at {}",
+            bd.device,
+            bd.pool,
+            fmt_bytes(bd.peak_bytes),
+            bd.metric,
+            b.ts(bd.peak_ts)
+        );
+        blocks.push(Block::Text(head.clone()));
+        if bd.level1.is_empty() {
+            continue;
+        }
+        let top = bd.level1.first();
+        let mut f = finding(
+            "peak_breakdown",
+            Severity::Info,
+            3,
+            format!(
+                "Device {} {} peak {}",
+                bd.device,
+                bd.pool,
+                fmt_bytes(bd.peak_bytes)
+            ),
+            format!(
+                "{head}; the largest owner group is {} with {}.",
+                top.map(|r| r.s("owner_group")).unwrap_or_default(),
+                ob(top.and_then(|r| r.i64("bytes")))
+            ),
+        );
+        f.evidence.insert("pid".into(), json!(bd.pid));
+        f.evidence.insert("device".into(), json!(bd.device));
+        f.evidence.insert("pool".into(), json!(bd.pool));
+        f.evidence.insert("peak_bytes".into(), json!(bd.peak_bytes));
+        f.evidence.insert("peak_ts".into(), json!(bd.peak_ts));
+        f.evidence.insert(
+            "groups".into(),
+            Value::Array(
+                bd.level1
+                    .iter()
+                    .take(10)
+                    .map(|r| json!({"owner_group": r.s("owner_group"), "bytes": r.i64("bytes"), "blocks": r.i64("blocks")}))
+                    .collect(),
+            ),
+        );
+        for r in bd.level1.iter().take(3) {
+            f.evidence_text.push(format!(
+                "{}: {} in {} block(s) ({:.1} % of the pool)",
+                r.s("owner_group"),
+                ob(r.i64("bytes")),
+                r.s("blocks"),
+                r.f64("share").unwrap_or(0.0)
+            ));
+        }
+        blocks.push(b.push(f));
+        if charts < 8 {
+            charts += 1;
+            blocks.push(Block::Chart(Chart::Bars(BarChart {
+                title: format!(
+                    "Breakdown at the peak — device {} {} (level-1 owner groups)",
+                    bd.device, bd.pool
+                ),
+                unit: "bytes".into(),
+                parts: vec!["live bytes".into()],
+                bars: bd
+                    .level1
+                    .iter()
+                    .take(12)
+                    .map(|r| (r.s("owner_group"), vec![r.f64("bytes").unwrap_or(0.0)]))
+                    .collect(),
+            })));
+        }
+        blocks.push(table(
+            "Owner tree at the peak (3 levels)",
+            &["owner", "bytes", "blocks", "share"],
+            bd.tree
+                .iter()
+                .map(|r| {
+                    let depth = r.i64("depth").unwrap_or(1).max(1) as usize;
+                    vec![
+                        format!("{}{}", "  ".repeat(depth - 1), r.s("name")),
+                        ob(r.i64("bytes")),
+                        r.s("blocks"),
+                        r.f64("share").map(fmt_pct).unwrap_or_default(),
+                    ]
+                })
+                .collect(),
+        ));
+        blocks.push(table(
+            "Largest live blocks at the peak",
+            &["size", "owner", "allocated", "user frame", "fate"],
+            bd.blocks
+                .iter()
+                .map(|r| {
+                    vec![
+                        ob(r.i64("size")),
+                        r.s("owner"),
+                        r.i64("alloc_ts").map(|t| b.ts(t)).unwrap_or_default(),
+                        r.str("user_frame").unwrap_or("(no stack)").to_string(),
+                        r.s("fate"),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    blocks.push(table(
+        "Largest owners per pool (view owner_peaks; peaks of different owners are not simultaneous)",
+        &["device", "pool", "owner", "peak", "allocated in total", "blocks", "held at end"],
+        d.owner_peaks
+            .iter()
+            .map(|r| {
+                vec![
+                    r.s("device"),
+                    r.s("pool"),
+                    r.s("owner"),
+                    ob(r.i64("peak_bytes")),
+                    ob(r.i64("total_bytes")),
+                    r.s("blocks"),
+                    ob(r.i64("end_bytes")),
+                ]
+            })
+            .collect(),
+    ));
+    b.sections.push(Section {
+        id: "owners".into(),
+        title: "3. Largest owners and the breakdown at the peak".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (4) leaks
+
+fn leak_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    let has_steps = d.capabilities.iter().any(|r| r.b("has_steps"));
+    let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
+    // devices with a framework pool: HAL nests those bytes, so HAL owners are not added to the leak total there
+    let framework_dev: Vec<String> = d
+        .leak_owners
+        .iter()
+        .filter(|r| r.s("pool") != "HAL" && r.s("pool") != "HOST_PINNED")
+        .map(|r| r.s("device"))
+        .collect();
+    let mut resident = Vec::new();
+    let mut leak_total = 0i64;
+    let mut stock_total = 0i64;
+    let mut leak_rows = Vec::new();
+    for r in d.leak_owners.iter() {
+        stock_total += r.i64("stock_bytes").unwrap_or(0);
+        let bytes = r.i64("bytes").unwrap_or(0);
+        if bytes <= 0 {
+            continue;
+        }
+        let (pid, dev, pool, owner) = (r.i64("pid"), r.s("device"), r.s("pool"), r.s("owner"));
+        let held: Vec<(i64, i64)> = d
+            .leak_steps
+            .iter()
+            .filter(|s| {
+                s.i64("pid") == pid
+                    && s.s("device") == dev
+                    && s.s("pool") == pool
+                    && s.s("owner") == owner
+            })
+            .filter_map(|s| Some((s.i64("step")?, s.i64("held")?)))
+            .collect();
+        let by_steps = held.len() >= 2 && held.windows(2).all(|w| w[1].1 > w[0].1);
+        let first = r.i64("first_alloc_ts").unwrap_or(0);
+        let last = r.i64("last_alloc_ts").unwrap_or(0);
+        let by_time = !has_steps
+            && r.i64("blocks").unwrap_or(0) >= 3
+            && (last - first) as f64 > 0.5 * span as f64;
+        if !(by_steps || by_time) {
+            resident.push((dev, pool, owner, bytes, r.i64("blocks").unwrap_or(0), first));
+            continue;
+        }
+        if pool != "HAL" || !framework_dev.contains(&dev) {
+            leak_total += bytes;
+        }
+        let per_step = if held.len() >= 2 {
+            (held[held.len() - 1].1 - held[0].1) / (held.len() as i64 - 1)
+        } else {
+            0
+        };
+        let mut f = finding(
+            "leak",
+            if by_steps {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+            4,
+            format!(
+                "Leak: {owner} on device {dev} ({pool}) holds {} and grows",
+                fmt_bytes(bytes)
+            ),
+            if by_steps {
+                format!(
+                    "{owner} keeps {} in {} block(s) that are never released, and what it holds grows at the end of every complete step (by {} per step on average).",
+                    fmt_bytes(bytes),
+                    r.s("blocks"),
+                    fmt_bytes(per_step)
+                )
+            } else {
+                format!(
+                    "{owner} keeps {} in {} block(s) never released, allocated across the run ({} to {}); without step markers the growth per step cannot be confirmed.",
+                    fmt_bytes(bytes),
+                    r.s("blocks"),
+                    b.ts(first),
+                    b.ts(last)
+                )
+            },
+        );
+        f.evidence.insert("pid".into(), json!(pid));
+        f.evidence.insert("device".into(), json!(dev));
+        f.evidence.insert("pool".into(), json!(pool));
+        f.evidence.insert("owner".into(), json!(owner));
+        f.evidence
+            .insert("owner_group".into(), json!(r.s("owner_group")));
+        f.evidence.insert("bytes".into(), json!(bytes));
+        f.evidence.insert("blocks".into(), json!(r.i64("blocks")));
+        f.evidence
+            .insert("stack_top".into(), json!(r.str("stack_top")));
+        f.evidence.insert("first_alloc_ts".into(), json!(first));
+        f.evidence.insert("last_alloc_ts".into(), json!(last));
+        f.evidence.insert(
+            "held_per_step".into(),
+            Value::Array(
+                held.iter()
+                    .map(|(s, h)| json!({"step": s, "held_bytes": h}))
+                    .collect(),
+            ),
+        );
+        f.evidence
+            .insert("growth_per_step_bytes".into(), json!(per_step));
+        f.evidence_text.push(format!(
+            "held at the end of each complete step: {}",
+            held.iter()
+                .map(|(s, h)| format!("step {s}: {}", fmt_bytes(*h)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        f.evidence_text.push(format!(
+            "first allocated {}, last {}",
+            b.ts(first),
+            b.ts(last)
+        ));
+        match r.str("stack_top") {
+            Some(s) if !s.is_empty() => f.evidence_text.push(format!("allocated at {s}")),
+            _ => f.evidence_text.push("no call stack on these blocks".into()),
+        }
+        f.advice.push(format!(
+            "Find where {owner} keeps a reference each step (a list that grows, a tensor kept with its graph: store `loss.item()`, not `loss`)."
+        ));
+        if r.str("stack_top").is_none() {
+            f.advice.push(
+                "Collect Python stacks (`--call-stack python:50`) to see the allocating line."
+                    .into(),
+            );
+        }
+        leak_rows.push(vec![
+            dev.clone(),
+            pool.clone(),
+            owner.clone(),
+            fmt_bytes(bytes),
+            r.s("blocks"),
+            fmt_bytes(per_step),
+        ]);
+        blocks.push(b.push(f));
+    }
+    b.metrics.leak_bytes = leak_total;
+    if leak_rows.is_empty() {
+        let mut f = finding(
+            "no_leak",
+            Severity::Ok,
+            4,
+            "No growing memory".into(),
+            if has_steps {
+                "No owner's held memory grows from step to step; what stays to the end was allocated once (resident).".into()
+            } else {
+                "No owner holds memory allocated all across the run; what stays to the end was allocated once.".into()
+            },
+        );
+        f.evidence
+            .insert("resident_owners".into(), json!(resident.len()));
+        blocks.push(b.push(f));
+    }
+    if !resident.is_empty() {
+        let total: i64 = resident.iter().map(|r| r.3).sum();
+        let mut f = finding(
+            "resident",
+            Severity::Info,
+            4,
+            format!("Resident memory held to the end: {}", fmt_bytes(total)),
+            "Memory allocated once and kept until the end (weights, optimizer state, communication buffers): it sets the floor of the curve but does not grow, so it is not a leak by itself.".into(),
+        );
+        f.evidence.insert("bytes".into(), json!(total));
+        f.evidence.insert("owners".into(), json!(resident.len()));
+        let mut top = resident.clone();
+        top.sort_by(|a, z| z.3.cmp(&a.3));
+        f.evidence.insert(
+            "largest".into(),
+            Value::Array(
+                top.iter()
+                    .take(5)
+                    .map(|r| json!({"device": r.0, "pool": r.1, "owner": r.2, "bytes": r.3, "blocks": r.4}))
+                    .collect(),
+            ),
+        );
+        for r in top.iter().take(3) {
+            f.evidence_text.push(format!(
+                "device {} {} {}: {} in {} block(s)",
+                r.0,
+                r.1,
+                r.2,
+                fmt_bytes(r.3),
+                r.4
+            ));
+        }
+        blocks.push(b.push(f));
+    }
+    if stock_total > 0 {
+        blocks.push(Block::Text(format!(
+            "Stock memory (allocated before collection started, {}) is excluded from leak verdicts.",
+            fmt_bytes(stock_total)
+        )));
+    }
+    if !leak_rows.is_empty() {
+        blocks.push(table(
+            "Growing owners",
+            &[
+                "device",
+                "pool",
+                "owner",
+                "held at end",
+                "blocks",
+                "growth per step",
+            ],
+            leak_rows,
+        ));
+    }
+    // growth per step chart per device (primary pools)
+    let mut keys: Vec<Key> = d
+        .step_peaks
+        .iter()
+        .map(|r| {
+            (
+                r.s("source"),
+                r.i64("pid").unwrap_or(0),
+                r.s("device"),
+                r.s("pool"),
+            )
+        })
+        .collect();
+    keys.dedup();
+    for k in keys.iter().filter(|k| k.3 != "HOST_PINNED").take(8) {
+        let bars: Vec<(String, Vec<f64>)> = d
+            .step_peaks
+            .iter()
+            .filter(|r| {
+                r.s("source") == k.0
+                    && r.i64("pid") == Some(k.1)
+                    && r.s("device") == k.2
+                    && r.s("pool") == k.3
+            })
+            .filter_map(|r| Some((format!("step {}", r.s("step")), vec![r.f64("growth")?])))
+            .collect();
+        if bars.is_empty() {
+            continue;
+        }
+        blocks.push(Block::Chart(Chart::Bars(BarChart {
+            title: format!(
+                "Growth per step — device {} {} (end − start of each complete step)",
+                k.2, k.3
+            ),
+            unit: "bytes".into(),
+            parts: vec!["growth".into()],
+            bars,
+        })));
+    }
+    if !d.step_peaks.is_empty() {
+        blocks.push(table(
+            "Steps (view step_peaks)",
+            &[
+                "device",
+                "pool",
+                "step",
+                "start",
+                "peak",
+                "end",
+                "growth",
+                "vs previous step",
+            ],
+            d.step_peaks
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.s("device"),
+                        r.s("pool"),
+                        r.s("step"),
+                        ob(r.i64("start_used")),
+                        ob(r.i64("peak_used")),
+                        ob(r.i64("end_used")),
+                        ob(r.i64("growth")),
+                        ob(r.i64("growth_vs_prev")),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if !d.trend.is_empty() {
+        blocks.push(table(
+            "Growth verdicts over 20 time buckets (view trend: A = live bytes, B = reservation)",
+            &[
+                "device",
+                "pool",
+                "A verdict",
+                "baseline",
+                "net growth",
+                "B reservation grows",
+            ],
+            d.trend
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.s("device"),
+                        r.s("pool"),
+                        r.s("growth_verdict"),
+                        ob(r.i64("base_used")),
+                        ob(r.i64("net_growth_bytes")),
+                        if r.b("reservation_growth") {
+                            "yes"
+                        } else {
+                            "no"
+                        }
+                        .into(),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    b.sections.push(Section {
+        id: "leaks".into(),
+        title: "4. Leaks: growing vs resident memory".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (5) OOM
+
+fn oom_label(rule: &str) -> (&'static str, &'static str) {
+    match rule {
+        "single_huge_request" => (
+            "single huge request",
+            "Find the call that asked for it (trigger stack) and make it smaller: a shape bug, an unchunked operation, a batch or sequence too large.",
+        ),
+        "over_large_request" => (
+            "single over-large request",
+            "Plenty of memory was free, yet one request exceeded it: shrink or chunk that request.",
+        ),
+        "top_owner" => (
+            "model states / KV cache / activations too large",
+            "Shard or offload the largest owner (FSDP/ZeRO for weights and optimizer state, smaller KV cache, activation checkpointing for activations).",
+        ),
+        "same_stack_repeated" => (
+            "repeated allocation from one site",
+            "A loop allocates from the same line again and again: release the tensors inside the loop or pre-allocate once.",
+        ),
+        "chain_of_large_allocations" => (
+            "a chain of large allocations",
+            "Several large allocations in a row exhausted memory: reduce the batch or free intermediates earlier.",
+        ),
+        "accumulation" => (
+            "accumulation (leak or cache growth)",
+            "Memory grew step after step until it ran out: fix the growing owner of section 4.",
+        ),
+        "fragmentation" => (
+            "fragmentation or pool-expansion failure",
+            "Enough memory was free but not in one piece: set expandable_segments:True (or max_split_size_mb), see section 6.",
+        ),
+        _ => ("undetermined", "Collect OOM records with snapshots (`--analysis=oom`) to decide."),
+    }
+}
+
+fn oom_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    let triggers: Vec<Row> = d
+        .oom_events
+        .iter()
+        .filter(|r| r.s("kind") == "trigger")
+        .collect();
+    for t in &triggers {
+        let tid = t.i64("trigger_id");
+        let dev = t.s("device");
+        let req = t.i64("req_size").unwrap_or(0);
+        let free = t.i64("free_mem");
+        let oom_ts = t.i64("oom_ts").unwrap_or(0);
+        let rules: Vec<Row> = d
+            .oom_findings
+            .iter()
+            .filter(|r| r.i64("trigger_id") == tid && r.s("source") == t.s("source"))
+            .collect();
+        let yes = rules.iter().find(|r| r.s("verdict") == "yes");
+        let rule = match yes {
+            Some(r) => r.s("rule"),
+            None if free.is_some_and(|f| req < f) => "fragmentation".into(),
+            None => "undetermined".into(),
+        };
+        let (label, advice) = oom_label(&rule);
+        let mut f = finding(
+            "oom",
+            Severity::Error,
+            5,
+            format!("OOM on device {dev}: {label}"),
+            format!(
+                "At {} a {} request ({}) failed{}. Verdict: {label}{}.",
+                b.ts(oom_ts),
+                fmt_bytes(req),
+                t.s("func"),
+                free.map(|f| format!(" with {} free on the device", fmt_bytes(f))).unwrap_or_default(),
+                yes.map(|r| format!(" — {}", r.s("evidence"))).unwrap_or_else(|| {
+                    if rule == "fragmentation" {
+                        " — no rule of the OOM guide holds and the request was smaller than the free memory".into()
+                    } else {
+                        String::new()
+                    }
+                })
+            ),
+        );
+        b.metrics.oom_events += 1;
+        f.evidence.insert("pid".into(), json!(t.i64("pid")));
+        f.evidence.insert("device".into(), json!(dev));
+        f.evidence.insert("oom_ts".into(), json!(oom_ts));
+        f.evidence.insert("func".into(), json!(t.s("func")));
+        f.evidence.insert("req_size".into(), json!(req));
+        f.evidence.insert("free_mem".into(), json!(free));
+        f.evidence
+            .insert("total_mem".into(), json!(t.i64("total_mem")));
+        f.evidence
+            .insert("snapshot".into(), json!(t.str("snapshot_name")));
+        f.evidence.insert("verdict".into(), json!(rule));
+        f.evidence.insert("verdict_label".into(), json!(label));
+        f.evidence
+            .insert("stack_top".into(), json!(t.str("stack_top")));
+        f.evidence.insert(
+            "rules".into(),
+            Value::Array(
+                rules
+                    .iter()
+                    .map(|r| json!({"priority": r.i64("priority"), "rule": r.s("rule"), "verdict": r.s("verdict"), "evidence": r.s("evidence")}))
+                    .collect(),
+            ),
+        );
+        for r in &rules {
+            f.evidence_text.push(format!(
+                "{} {}: {} — {}",
+                r.s("priority"),
+                r.s("rule"),
+                r.s("verdict"),
+                r.s("evidence")
+            ));
+        }
+        if let Some(s) = t.str("stack_top") {
+            f.evidence_text.push(format!("failed call at {s}"));
+        }
+        f.advice.push(advice.into());
+        blocks.push(b.push(f));
+        for kind in ["top", "recent"] {
+            let rows: Vec<Vec<String>> = d
+                .oom_events
+                .iter()
+                .filter(|r| r.s("kind") == kind && r.i64("trigger_id") == tid)
+                .take(10)
+                .map(|r| {
+                    vec![
+                        r.s("rank"),
+                        r.s("pool"),
+                        ob(r.i64("size")),
+                        r.s("owner"),
+                        r.i64("alloc_ts").map(|x| b.ts(x)).unwrap_or_default(),
+                        r.s("stack_top"),
+                    ]
+                })
+                .collect();
+            if !rows.is_empty() {
+                blocks.push(table(
+                    &format!(
+                        "{} allocations listed with the OOM on device {dev}",
+                        if kind == "top" {
+                            "Largest live (TOP)"
+                        } else {
+                            "Most recent (RECENT)"
+                        }
+                    ),
+                    &["#", "pool", "size", "owner", "allocated", "frame"],
+                    rows,
+                ));
+            }
+        }
+    }
+    for r in d.snap_oom.iter() {
+        let verdict = r.s("verdict");
+        let req = r.i64("requested_bytes").unwrap_or(0);
+        let label = match verdict.as_str() {
+            "single_oversized_request" => "single huge request",
+            "same_stack_repeated" => "repeated allocation from one site",
+            "run_of_large_allocations" => "a chain of large allocations",
+            _ => "insufficient data",
+        };
+        let reserved = r.i64("reserved_bytes").unwrap_or(0);
+        let active = r.i64("active_bytes").unwrap_or(0);
+        let mut f = finding(
+            "snapshot_oom",
+            Severity::Error,
+            5,
+            format!("OOM in {} device {}: {label}", r.s("snapshot"), r.s("device")),
+            format!(
+                "A request of {} failed at trace entry {} with {} reserved, {} active{}; verdict: {label}.",
+                fmt_bytes(req),
+                r.s("seq"),
+                fmt_bytes(reserved),
+                fmt_bytes(active),
+                r.i64("device_free").map(|f| format!(" and {} free on the device", fmt_bytes(f))).unwrap_or_default()
+            ),
+        );
+        b.metrics.oom_events += 1;
+        for c in [
+            "snapshot",
+            "device",
+            "seq",
+            "time_us",
+            "requested_bytes",
+            "device_free",
+            "active_bytes",
+            "reserved_bytes",
+            "user_frame",
+            "last_allocs_bytes",
+            "repeated_count",
+            "verdict",
+            "reference_verdict",
+        ] {
+            let v = match r.get(c) {
+                Val::Int(i) => json!(i),
+                Val::Float(x) => json!(x),
+                Val::Str(s) => json!(s),
+                Val::Bool(x) => json!(x),
+                Val::Null => Value::Null,
+            };
+            f.evidence.insert(c.into(), v);
+        }
+        f.evidence_text.push(format!(
+            "last 5 allocations before it: {} ({} from one stack)",
+            ob(r.i64("last_allocs_bytes")),
+            r.s("repeated_count")
+        ));
+        if let Some(u) = r.str("user_frame") {
+            f.evidence_text.push(format!("failed request from {u}"));
+        }
+        if reserved - active >= req && req > 0 {
+            f.evidence_text.push(format!(
+                "{} was reserved but not active — more than the request: the free memory was not in one piece",
+                fmt_bytes(reserved - active)
+            ));
+            f.advice.push(
+                "Set expandable_segments:True so cached segments can grow in place (section 6)."
+                    .into(),
+            );
+        }
+        f.advice.push(match verdict.as_str() {
+            "single_oversized_request" => "Shrink or chunk the failing request.".into(),
+            "same_stack_repeated" => "Release tensors inside the loop that allocates them.".into(),
+            "run_of_large_allocations" => "Reduce the batch or free intermediates earlier.".into(),
+            _ => "Record a longer history (max_entries) to see the allocations before the OOM."
+                .to_string(),
+        });
+        blocks.push(b.push(f));
+    }
+    if triggers.is_empty() && d.snap_oom.is_empty() {
+        let f = finding(
+            "no_oom",
+            Severity::Ok,
+            5,
+            "No out-of-memory event".into(),
+            "The data records no OOM.".into(),
+        );
+        blocks.push(b.push(f));
+    }
+    b.sections.push(Section {
+        id: "oom".into(),
+        title: "5. Out of memory".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (6) fragmentation
+
+fn settings_advice() -> Vec<String> {
+    vec![
+        "`expandable_segments:True` (PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF): segments grow in place, so memory freed in one place serves the next large request.".into(),
+        "or `max_split_size_mb:N`: cached blocks larger than N MB are never split, keeping big holes for big requests. Choose one of the two: with expandable segments there is little left for the split limit to do.".into(),
+        "`garbage_collection_threshold:0.8` frees unused cached blocks before the limit is reached (it acts relative to the per-process memory fraction), instead of a costly flush-and-retry under pressure.".into(),
+        "`empty_cache()` returns wholly free cached segments to the device; it does not fix holes inside segments that still hold live blocks.".into(),
+    ]
+}
+
+fn frag_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    // memscope pools: idle reservation is cached free memory, not fragmentation
+    for r in d.fragmentation.iter() {
+        let total = r.i64("total_last").unwrap_or(0);
+        let used = r.i64("used_last").unwrap_or(0);
+        let idle = total - used;
+        if total <= 0 {
+            continue;
+        }
+        b.metrics.cached_free_bytes = Some(b.metrics.cached_free_bytes.unwrap_or(0) + idle.max(0));
+        let mut f = finding(
+            "cached_free",
+            Severity::Info,
+            6,
+            format!("Device {} {}: {} reserved but idle at the end", r.s("device"), r.s("pool"), fmt_bytes(idle)),
+            format!(
+                "The {} pool reserves {} and uses {} at the end ({:.1} % idle; highest {:.1} % at {}). Idle reservation is memory the caching allocator keeps for reuse — cached free memory, not fragmentation; `torch_npu.npu.empty_cache()` returns it.",
+                r.s("pool"),
+                fmt_bytes(total),
+                fmt_bytes(used),
+                r.f64("current_frag_pct").unwrap_or(0.0),
+                r.f64("peak_frag_pct").unwrap_or(0.0),
+                r.i64("peak_ts").map(|t| b.ts(t)).unwrap_or_default()
+            ),
+        );
+        for c in [
+            "pid",
+            "device",
+            "pool",
+            "samples",
+            "expansions",
+            "current_frag_pct",
+            "peak_frag_pct",
+            "mean_frag_pct",
+            "used_last",
+            "total_last",
+            "peak_total",
+        ] {
+            let v = match r.get(c) {
+                Val::Int(i) => json!(i),
+                Val::Float(x) => json!(x),
+                Val::Str(s) => json!(s),
+                _ => Value::Null,
+            };
+            f.evidence.insert(c.into(), v);
+        }
+        f.evidence.insert("idle_bytes".into(), json!(idle));
+        blocks.push(b.push(f));
+    }
+    if !d.fragmentation.is_empty() && !d.has_snapshot() {
+        let f = cannot(
+            6,
+            "whether the idle reservation is fragmented (free memory that cannot serve a request)",
+            "the layout of free blocks per segment",
+            "a memory snapshot: `torch_npu.npu.memory._record_memory_history()` then `torch_npu.npu.memory._dump_snapshot(\"snap.pickle\")`, read by `memq report snap.pickle`",
+        );
+        blocks.push(b.push(f));
+    }
+    if !d.expansions.is_empty() {
+        let n: i64 = d.expansions.iter().filter_map(|r| r.i64("n")).sum();
+        let mut f = finding(
+            "pool_expansion",
+            if n > 20 { Severity::Warning } else { Severity::Info },
+            6,
+            format!("The pools grew their reservation {n} time(s)"),
+            "Each expansion asks the driver for a new segment; many expansions at low usage mean the cache could not reuse its free blocks.".into(),
+        );
+        f.evidence.insert("expansions".into(), json!(n));
+        f.evidence.insert(
+            "series".into(),
+            Value::Array(
+                d.expansions
+                    .iter()
+                    .map(|r| json!({"device": r.s("device"), "pool": r.s("pool"), "expansions": r.i64("n"), "grown_bytes": r.i64("grown"), "min_usage_before_pct": r.f64("min_usage_before_pct")}))
+                    .collect(),
+            ),
+        );
+        for r in d.expansions.iter() {
+            f.evidence_text.push(format!(
+                "device {} {}: {} expansions adding {}, first at {}",
+                r.s("device"),
+                r.s("pool"),
+                r.s("n"),
+                ob(r.i64("grown")),
+                r.i64("first_ts").map(|t| b.ts(t)).unwrap_or_default()
+            ));
+        }
+        let expandable = d.hal_summary.iter().any(|r| r.b("expandable_segments"));
+        f.evidence
+            .insert("expandable_segments".into(), json!(expandable));
+        if n > 20 && !expandable {
+            f.advice.push(settings_advice()[0].clone());
+        }
+        blocks.push(b.push(f));
+    }
+    if !d.fragmentation.is_empty() {
+        blocks.push(table(
+            "Idle share of each pool's reservation (view fragmentation: (total − used) / total)",
+            &[
+                "device",
+                "pool",
+                "now",
+                "highest",
+                "mean",
+                "used",
+                "reserved",
+                "expansions",
+            ],
+            d.fragmentation
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.s("device"),
+                        r.s("pool"),
+                        r.f64("current_frag_pct").map(fmt_pct).unwrap_or_default(),
+                        r.f64("peak_frag_pct").map(fmt_pct).unwrap_or_default(),
+                        r.f64("mean_frag_pct").map(fmt_pct).unwrap_or_default(),
+                        ob(r.i64("used_last")),
+                        ob(r.i64("total_last")),
+                        r.s("expansions"),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    // snapshots: measured fragmentation
+    for r in d.snap_frag.iter() {
+        let snap = r.s("snapshot");
+        let dev = r.i64("device").unwrap_or(0);
+        let free = r.i64("free").unwrap_or(0);
+        let empty = r.i64("empty_segment_free").unwrap_or(0);
+        let pending = r.i64("pending_free").unwrap_or(0);
+        let unusable = r.i64("unusable_free").unwrap_or(0);
+        let reserved = r.i64("reserved").unwrap_or(0);
+        let pct = if free > 0 {
+            unusable as f64 * 100.0 / free as f64
+        } else {
+            0.0
+        };
+        b.metrics.cached_free_bytes = Some(b.metrics.cached_free_bytes.unwrap_or(0) + empty);
+        if b.metrics.frag_pct.is_none_or(|x| pct > x) {
+            b.metrics.frag_pct = Some(pct);
+            b.metrics.frag_where = Some(format!("{snap} device {dev}"));
+        }
+        let ov = d
+            .snap_overview
+            .iter()
+            .find(|o| o.s("snapshot") == snap && o.i64("device") == Some(dev));
+        let ref_health = ov
+            .map(|o| format!("{} {}", o.s("health"), o.s("health_reason")))
+            .unwrap_or_default();
+        let oom_here = d
+            .snap_oom
+            .iter()
+            .any(|o| o.s("snapshot") == snap && o.i64("device") == Some(dev));
+        let sev = if unusable >= 1 << 30 && pct >= 30.0 || oom_here && unusable > 0 && pct >= 30.0 {
+            Severity::Warning
+        } else if free == 0 {
+            Severity::Ok
+        } else {
+            Severity::Info
+        };
+        let kind = if sev == Severity::Warning || (unusable > 0 && pct >= 30.0) {
+            "fragmentation"
+        } else {
+            "cached_free"
+        };
+        let title = if kind == "fragmentation" {
+            format!(
+                "Fragmented: {} of free memory on {snap} device {dev} cannot serve a large request",
+                fmt_bytes(unusable)
+            )
+        } else {
+            format!(
+                "{snap} device {dev}: {} free, of which {} fragmented",
+                fmt_bytes(free),
+                fmt_bytes(unusable)
+            )
+        };
+        let mut f = finding(
+            kind,
+            sev,
+            6,
+            title,
+            format!(
+                "Of {} reserved, {} is free: {} in wholly free segments (cached; `empty_cache()` returns it), {} waiting for other streams, and {} outside the largest hole of its segment — {:.1} % of the free memory cannot serve a request as large as that hole.{}",
+                fmt_bytes(reserved),
+                fmt_bytes(free),
+                fmt_bytes(empty),
+                fmt_bytes(pending),
+                fmt_bytes(unusable),
+                pct,
+                if ref_health.starts_with("ERR") || ref_health.starts_with("WARN") {
+                    format!(" (snap_overview's threshold rule says {ref_health}; that counts cached free memory as fragmentation.)")
+                } else {
+                    String::new()
+                }
+            ),
+        );
+        f.evidence.insert("snapshot".into(), json!(snap));
+        f.evidence.insert("device".into(), json!(dev));
+        f.evidence.insert("reserved_bytes".into(), json!(reserved));
+        f.evidence.insert("free_bytes".into(), json!(free));
+        f.evidence.insert("cached_free_bytes".into(), json!(empty));
+        f.evidence
+            .insert("empty_segments".into(), json!(r.i64("empty_segments")));
+        f.evidence
+            .insert("pending_free_bytes".into(), json!(pending));
+        f.evidence
+            .insert("fragmented_bytes".into(), json!(unusable));
+        f.evidence
+            .insert("frag_pct".into(), json!((pct * 100.0).round() / 100.0));
+        f.evidence
+            .insert("largest_free_bytes".into(), json!(r.i64("largest_free")));
+        f.evidence.insert(
+            "internal_waste_bytes".into(),
+            json!(r.i64("internal_waste")),
+        );
+        f.evidence
+            .insert("overview_health".into(), json!(ref_health));
+        f.evidence_text.push(format!(
+            "{} segments, {} free pieces, largest free block {}",
+            r.s("segments"),
+            r.s("free_pieces"),
+            ob(r.i64("largest_free"))
+        ));
+        if empty > 0 {
+            f.advice.push(format!(
+                "{} sits in {} wholly free cached segment(s): `torch.cuda.empty_cache()` (torch_npu: `torch.npu.empty_cache()`) hands it back to the device for other processes.",
+                fmt_bytes(empty),
+                r.s("empty_segments")
+            ));
+        }
+        if kind == "fragmentation" {
+            let settings: Vec<String> = d
+                .snap_settings
+                .iter()
+                .filter(|s| s.s("snapshot") == snap)
+                .map(|s| format!("{}={}", s.s("key"), s.s("value")))
+                .collect();
+            let expandable = d.snap_settings.iter().any(|s| {
+                s.s("snapshot") == snap
+                    && s.s("key") == "expandable_segments"
+                    && s.s("value") == "true"
+            }) || ov
+                .is_some_and(|o| o.i64("expandable_segments").unwrap_or(0) > 0);
+            if !settings.is_empty() {
+                f.evidence_text
+                    .push(format!("allocator settings: {}", settings.join(", ")));
+            }
+            for (i, a) in settings_advice().into_iter().enumerate() {
+                if i == 0 && expandable {
+                    continue;
+                }
+                f.advice.push(a);
+            }
+        }
+        blocks.push(b.push(f));
+    }
+    if blocks.is_empty() {
+        blocks.push(Block::Text(
+            "No pool counters and no snapshot: nothing to say about fragmentation.".into(),
+        ));
+    }
+    if !d.snap_settings.is_empty() {
+        blocks.push(table(
+            "Allocator settings recorded in the snapshot",
+            &["snapshot", "setting", "value"],
+            d.snap_settings
+                .iter()
+                .map(|r| vec![r.s("snapshot"), r.s("key"), r.s("value")])
+                .collect(),
+        ));
+    }
+    b.sections.push(Section {
+        id: "fragmentation".into(),
+        title: "6. Fragmentation, cached memory and pool expansions".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (7) snapshots
+
+fn snapshot_section(b: &mut Builder) {
+    let d = b.d;
+    let mut blocks = Vec::new();
+    blocks.push(table(
+        "Allocator state at dump time (view snap_overview)",
+        &[
+            "snapshot",
+            "device",
+            "reserved",
+            "allocated",
+            "active",
+            "free",
+            "segments",
+            "blocks",
+            "OOMs",
+        ],
+        d.snap_overview
+            .iter()
+            .map(|r| {
+                vec![
+                    r.s("snapshot"),
+                    r.s("device"),
+                    ob(r.i64("reserved_bytes")),
+                    ob(r.i64("allocated_bytes")),
+                    ob(r.i64("active_bytes")),
+                    ob(r.i64("free_bytes")),
+                    r.s("segments"),
+                    r.s("blocks"),
+                    r.s("oom_count"),
+                ]
+            })
+            .collect(),
+    ));
+    let segs: i64 = d
+        .snap_overview
+        .iter()
+        .filter_map(|r| r.i64("segments"))
+        .sum();
+    b.metrics.segments = Some(segs);
+    for r in d.snap_peak.iter() {
+        let snap = r.s("snapshot");
+        let dev = r.i64("device").unwrap_or(0);
+        let ap = r.i64("active_peak").unwrap_or(0);
+        let rp = r.i64("reserved_peak").unwrap_or(0);
+        if b.metrics.peak_bytes.is_none_or(|x| ap > x) {
+            b.metrics.peak_bytes = Some(ap);
+            b.metrics.peak_where = Some(format!("{snap} device {dev} active"));
+        }
+        if b.metrics.reserved_bytes.is_none_or(|x| rp > x) {
+            b.metrics.reserved_bytes = Some(rp);
+            b.metrics.reserved_where = Some(format!("{snap} device {dev} reserved"));
+        }
+        let mut f = finding(
+            "snapshot_peak",
+            Severity::Info,
+            7,
+            format!("{snap} device {dev}: true peak {} active, {} reserved", fmt_bytes(ap), fmt_bytes(rp)),
+            format!(
+                "Active memory (live tensors, requested bytes, including those allocated before the trace window) peaks at {} at trace entry {}; reserved memory peaks at {} at entry {}.{}",
+                fmt_bytes(ap),
+                r.i64("active_peak_seq").map(|s| s.to_string()).unwrap_or_else(|| "— (no trace)".into()),
+                fmt_bytes(rp),
+                r.i64("reserved_peak_seq").map(|s| s.to_string()).unwrap_or_else(|| "—".into()),
+                r.i64("reference_peak")
+                    .map(|p| format!(" (The reference's \"peak reserved\" of {} is the net segment growth since the window started, not a memory level.)", fmt_bytes(p)))
+                    .unwrap_or_default()
+            ),
+        );
+        for c in [
+            "snapshot",
+            "device",
+            "entries",
+            "active_start",
+            "active_peak",
+            "active_peak_seq",
+            "active_peak_time_us",
+            "active_end",
+            "reserved_start",
+            "reserved_peak",
+            "reserved_peak_seq",
+            "reserved_end",
+            "reference_peak",
+        ] {
+            let v = match r.get(c) {
+                Val::Int(i) => json!(i),
+                Val::Str(s) => json!(s),
+                Val::Float(x) => json!(x),
+                _ => Value::Null,
+            };
+            f.evidence.insert(c.into(), v);
+        }
+        let top: Vec<Row> = d
+            .snap_peak_blocks
+            .iter()
+            .filter(|x| x.s("snapshot") == snap && x.i64("device") == Some(dev))
+            .collect();
+        for x in top.iter().take(3) {
+            f.evidence_text.push(format!(
+                "{} ({:.1} % of the peak) from {}",
+                ob(x.i64("size")),
+                x.f64("pct_of_peak").unwrap_or(0.0),
+                x.str("user_frame").unwrap_or("(no stack)")
+            ));
+        }
+        blocks.push(b.push(f));
+        // timeline
+        let tl: Vec<Row> = d
+            .snap_timeline
+            .iter()
+            .filter(|x| x.s("snapshot") == snap && x.i64("device") == Some(dev))
+            .collect();
+        if !tl.is_empty() {
+            let mid = |x: &Row| (x.f64("seq0").unwrap_or(0.0) + x.f64("seq1").unwrap_or(0.0)) / 2.0;
+            blocks.push(Block::Chart(Chart::Line(LineChart {
+                title: format!("Active and reserved memory over the trace — {snap} device {dev}"),
+                x_label: "trace entry".into(),
+                x_unit: "entry".into(),
+                series: vec![
+                    Series {
+                        name: "reserved".into(),
+                        points: tl
+                            .iter()
+                            .map(|x| (mid(x), x.f64("reserved_max").unwrap_or(0.0)))
+                            .collect(),
+                        band: Vec::new(),
+                        area: true,
+                    },
+                    Series {
+                        name: "active".into(),
+                        points: tl
+                            .iter()
+                            .map(|x| (mid(x), x.f64("active_max").unwrap_or(0.0)))
+                            .collect(),
+                        band: tl
+                            .iter()
+                            .map(|x| {
+                                (
+                                    mid(x),
+                                    x.f64("active_min").unwrap_or(0.0),
+                                    x.f64("active_max").unwrap_or(0.0),
+                                )
+                            })
+                            .collect(),
+                        area: false,
+                    },
+                ],
+                marker: r.i64("active_peak_seq").map(|s| {
+                    (
+                        s.max(0) as f64,
+                        ap as f64,
+                        format!("active peak {} at entry {s}", fmt_bytes(ap)),
+                    )
+                }),
+            })));
+        }
+        if let Some((_, _, rows)) = d
+            .snap_segments_at_peak
+            .iter()
+            .find(|(s, dv, _)| s == &snap && *dv == dev)
+        {
+            if !rows.is_empty() {
+                blocks.push(Block::Chart(Chart::Segments(SegmentMap {
+                    title: format!("Segment map at the active peak — {snap} device {dev} ({} segments, width ∝ size)", rows.len()),
+                    segments: rows
+                        .iter()
+                        .map(|x| {
+                            (
+                                x.i64("size").unwrap_or(0),
+                                x.i64("allocated_bytes").unwrap_or(0) - x.i64("pending_free_bytes").unwrap_or(0),
+                                x.i64("pending_free_bytes").unwrap_or(0),
+                            )
+                        })
+                        .collect(),
+                })));
+            }
+        }
+        if !top.is_empty() {
+            blocks.push(table(
+                &format!("Allocations live at the active peak — {snap} device {dev}"),
+                &[
+                    "#",
+                    "size",
+                    "% of peak",
+                    "origin",
+                    "user frame",
+                    "call path",
+                ],
+                top.iter()
+                    .map(|x| {
+                        vec![
+                            x.s("rank"),
+                            ob(x.i64("size")),
+                            x.f64("pct_of_peak").map(fmt_pct).unwrap_or_default(),
+                            x.s("origin"),
+                            x.str("user_frame").unwrap_or("(no user frame)").to_string(),
+                            x.s("call_path").chars().take(160).collect(),
+                        ]
+                    })
+                    .collect(),
+            ));
+        }
+    }
+    if !d.snap_expansions.is_empty() {
+        blocks.push(table(
+            "Largest segment allocations in the trace (view snap_expansions)",
+            &[
+                "snapshot",
+                "device",
+                "#",
+                "entry",
+                "action",
+                "size",
+                "reserved after",
+                "user frame",
+            ],
+            d.snap_expansions
+                .iter()
+                .map(|x| {
+                    vec![
+                        x.s("snapshot"),
+                        x.s("device"),
+                        x.s("growth_rank"),
+                        x.s("seq"),
+                        x.s("action"),
+                        ob(x.i64("size")),
+                        ob(x.i64("reserved_bytes")),
+                        x.s("user_frame"),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if !d.snap_frag_top.is_empty() {
+        blocks.push(table(
+            "Most fragmented segments (free memory outside the segment's largest hole)",
+            &[
+                "snapshot",
+                "device",
+                "segment",
+                "type",
+                "size",
+                "allocated",
+                "free",
+                "pieces",
+                "largest hole",
+                "fragmented",
+                "user frame",
+            ],
+            d.snap_frag_top
+                .iter()
+                .map(|x| {
+                    vec![
+                        x.s("snapshot"),
+                        x.s("device"),
+                        x.s("segment_id"),
+                        x.s("segment_type"),
+                        ob(x.i64("total_size")),
+                        ob(x.i64("allocated_bytes")),
+                        ob(x.i64("free_bytes")),
+                        x.s("free_pieces"),
+                        ob(x.i64("largest_free_bytes")),
+                        ob(x.i64("unusable")),
+                        x.s("user_frame"),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    for r in d.snap_long_lived.iter() {
+        let snap = r.s("snapshot");
+        let dev = r.i64("device");
+        let mut f = finding(
+            "long_lived",
+            Severity::Info,
+            7,
+            format!("{snap} device {}: {} in {} long-lived block(s)", r.s("device"), ob(r.i64("bytes")), r.s("blocks")),
+            "Blocks still live at the end that were allocated before the trace window or in its first 20 %: model state, caches or leaks — the frames say which.".into(),
+        );
+        f.evidence.insert("snapshot".into(), json!(snap));
+        f.evidence.insert("device".into(), json!(dev));
+        f.evidence.insert("blocks".into(), json!(r.i64("blocks")));
+        f.evidence.insert("bytes".into(), json!(r.i64("bytes")));
+        f.evidence.insert(
+            "before_window_bytes".into(),
+            json!(r.i64("before_window_bytes")),
+        );
+        for x in d
+            .snap_long_lived_top
+            .iter()
+            .filter(|x| x.s("snapshot") == snap && x.i64("device") == dev)
+        {
+            f.evidence_text.push(format!(
+                "{} in {} block(s) from {}",
+                ob(x.i64("bytes")),
+                x.s("blocks"),
+                x.str("user_frame").unwrap_or("(no stack)")
+            ));
+        }
+        blocks.push(b.push(f));
+    }
+    if !d.snap_attr.is_empty() {
+        blocks.push(table(
+            "Live memory by first user frame (view snap_stack_attribution)",
+            &[
+                "snapshot",
+                "device",
+                "#",
+                "user frame",
+                "blocks",
+                "bytes",
+                "% of live",
+            ],
+            d.snap_attr
+                .iter()
+                .map(|x| {
+                    vec![
+                        x.s("snapshot"),
+                        x.s("device"),
+                        x.s("rank"),
+                        x.s("user_frame"),
+                        x.s("blocks"),
+                        ob(x.i64("bytes")),
+                        x.f64("pct_of_live").map(fmt_pct).unwrap_or_default(),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    if !d.snap_compare.is_empty() {
+        blocks.push(table(
+            "Two snapshots compared (view snap_compare: b − a)",
+            &["kind", "#", "key", "a", "b", "change", "count change"],
+            d.snap_compare
+                .iter()
+                .map(|x| {
+                    vec![
+                        x.s("kind"),
+                        x.s("rank"),
+                        x.s("key").chars().take(120).collect(),
+                        ob(x.i64("a_bytes")),
+                        ob(x.i64("b_bytes")),
+                        ob(x.i64("diff_bytes")),
+                        x.s("diff_count"),
+                    ]
+                })
+                .collect(),
+        ));
+    }
+    b.sections.push(Section {
+        id: "snapshots".into(),
+        title: "7. Snapshots: true peak, timeline, segments".into(),
+        blocks,
+    });
+}
+
+// ---------------------------------------------------------------- (8) verdict
+
+fn verdict(b: &Builder) -> Verdict {
+    let mut problems: Vec<&Finding> = b
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warning)
+        .collect();
+    problems.sort_by(|a, z| z.severity.cmp(&a.severity).then(a.section.cmp(&z.section)));
+    let m = &b.metrics;
+    let peak = m
+        .peak_bytes
+        .map(|p| {
+            format!(
+                "peak {} ({})",
+                fmt_bytes(p),
+                m.peak_where.clone().unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|| "no peak measured".into());
+    let severity = problems.first().map(|f| f.severity).unwrap_or(Severity::Ok);
+    let summary = if problems.is_empty() {
+        format!(
+            "No leak, out-of-memory event or fragmentation problem found; {peak}{}.",
+            m.cached_free_bytes
+                .filter(|c| *c > 0)
+                .map(|c| format!(", {} cached free (not fragmentation)", fmt_bytes(c)))
+                .unwrap_or_default()
+        )
+    } else {
+        let names: Vec<String> = problems.iter().take(4).map(|f| f.title.clone()).collect();
+        format!(
+            "{} problem(s): {}. {peak}{}.",
+            problems.len(),
+            names.join("; "),
+            if m.leak_bytes > 0 {
+                format!(", {} growing without return", fmt_bytes(m.leak_bytes))
+            } else {
+                String::new()
+            }
+        )
+    };
+    let mut actions = Vec::new();
+    for f in &problems {
+        if let Some(a) = f.advice.first() {
+            if !actions.contains(a) {
+                actions.push(a.clone());
+            }
+        }
+        if actions.len() == 3 {
+            break;
+        }
+    }
+    // fill with what would make the diagnosis possible
+    for f in b.findings.iter().filter(|f| f.cannot_conclude.is_some()) {
+        if actions.len() >= 3 {
+            break;
+        }
+        if let Some(c) = &f.cannot_conclude {
+            actions.push(format!(
+                "Collect {} ({}) to conclude {}.",
+                c.missing,
+                c.collect_with,
+                f.evidence
+                    .get("what")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("more")
+            ));
+        }
+    }
+    if actions.is_empty() {
+        actions.push("Nothing urgent: keep this report as the baseline and gate regressions with `memq check` in CI.".into());
+    }
+    Verdict {
+        severity,
+        summary,
+        actions,
+    }
+}

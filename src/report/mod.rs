@@ -1,0 +1,1127 @@
+//! `memq report` and `memq check`: the diagnosis built from the canned analyses (docs/report.md).
+//!
+//! [`gather`] runs the SQL library through the engine and keeps the rows it needs in [`Data`];
+//! [`findings`] turns them into problem → evidence → advice findings with a severity;
+//! [`build`] lays both out as a [`Report`] (sections of text, tables, charts and findings) that
+//! the writers render: [`html`] (one self-contained page with inline SVG), [`markdown`] (Unicode
+//! sparklines and bars) and [`json`] (stable keys). [`check`] is the CI gate.
+//!
+//! Every figure comes from a canned analysis (`crates/*/sql`); this module only selects,
+//! compares and lays out. Nothing here panics on odd data: a failing analysis becomes a note.
+
+pub mod check;
+pub mod findings;
+pub mod html;
+pub mod json;
+pub mod markdown;
+
+use std::path::Path;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::{
+    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
+    UInt32Type, UInt64Type, UInt8Type,
+};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use memq_core::error::{MemqError, Result};
+use memq_engine::Engine;
+
+pub use findings::{Finding, Severity};
+
+/// What `memq report` / `memq check` look at.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only this memscope pool (HAL, PTA, ...).
+    pub pool: Option<String>,
+    /// Only this device (memscope Device Id as written, or a snapshot device ordinal).
+    pub device: Option<String>,
+}
+
+// ------------------------------------------------------------------------------------------
+// Rows of a query, as plain values
+// ------------------------------------------------------------------------------------------
+
+/// One cell.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Null,
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Bool(bool),
+}
+
+/// The result of one query: column names and rows of values.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    pub cols: Vec<String>,
+    pub rows: Vec<Vec<Val>>,
+}
+
+/// One row of a [`Rows`], read by column name.
+#[derive(Clone, Copy)]
+pub struct Row<'a> {
+    cols: &'a [String],
+    vals: &'a [Val],
+}
+
+static NULL: Val = Val::Null;
+
+impl<'a> Row<'a> {
+    pub fn get(&self, c: &str) -> &'a Val {
+        self.cols
+            .iter()
+            .position(|n| n == c)
+            .and_then(|i| self.vals.get(i))
+            .unwrap_or(&NULL)
+    }
+    pub fn i64(&self, c: &str) -> Option<i64> {
+        match self.get(c) {
+            Val::Int(v) => Some(*v),
+            Val::Float(f) if f.is_finite() => Some(*f as i64),
+            Val::Str(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+    pub fn f64(&self, c: &str) -> Option<f64> {
+        match self.get(c) {
+            Val::Int(v) => Some(*v as f64),
+            Val::Float(f) => Some(*f),
+            Val::Str(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+    pub fn str(&self, c: &str) -> Option<&'a str> {
+        match self.get(c) {
+            Val::Str(s) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+    /// The cell as display text ("" for NULL).
+    pub fn s(&self, c: &str) -> String {
+        match self.get(c) {
+            Val::Null => String::new(),
+            Val::Int(v) => v.to_string(),
+            Val::Float(f) => format!("{f}"),
+            Val::Str(s) => s.clone(),
+            Val::Bool(b) => b.to_string(),
+        }
+    }
+    pub fn b(&self, c: &str) -> bool {
+        matches!(self.get(c), Val::Bool(true))
+    }
+}
+
+impl Rows {
+    pub fn iter(&self) -> impl Iterator<Item = Row<'_>> {
+        self.rows.iter().map(move |v| Row {
+            cols: &self.cols,
+            vals: v,
+        })
+    }
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+    pub fn first(&self) -> Option<Row<'_>> {
+        self.iter().next()
+    }
+    /// Keeps the rows for which `keep` holds.
+    pub fn retain(&mut self, keep: impl Fn(Row<'_>) -> bool) {
+        let cols = self.cols.clone();
+        self.rows.retain(|v| {
+            keep(Row {
+                cols: &cols,
+                vals: v,
+            })
+        });
+    }
+}
+
+fn cell(a: &dyn Array, i: usize) -> Val {
+    if a.is_null(i) {
+        return Val::Null;
+    }
+    macro_rules! int {
+        ($t:ty) => {
+            Val::Int(a.as_primitive::<$t>().value(i) as i64)
+        };
+    }
+    match a.data_type() {
+        DataType::Int8 => int!(Int8Type),
+        DataType::Int16 => int!(Int16Type),
+        DataType::Int32 => int!(Int32Type),
+        DataType::Int64 => int!(Int64Type),
+        DataType::UInt8 => int!(UInt8Type),
+        DataType::UInt16 => int!(UInt16Type),
+        DataType::UInt32 => int!(UInt32Type),
+        DataType::UInt64 => {
+            let v = a.as_primitive::<UInt64Type>().value(i);
+            i64::try_from(v)
+                .map(Val::Int)
+                .unwrap_or(Val::Float(v as f64))
+        }
+        DataType::Float32 => Val::Float(a.as_primitive::<Float32Type>().value(i) as f64),
+        DataType::Float64 => Val::Float(a.as_primitive::<Float64Type>().value(i)),
+        DataType::Boolean => Val::Bool(a.as_boolean().value(i)),
+        DataType::Utf8 => Val::Str(a.as_string::<i32>().value(i).to_string()),
+        DataType::LargeUtf8 => Val::Str(a.as_string::<i64>().value(i).to_string()),
+        DataType::Utf8View => Val::Str(a.as_string_view().value(i).to_string()),
+        _ => match ArrayFormatter::try_new(a, &FormatOptions::default()) {
+            Ok(f) => Val::Str(f.value(i).to_string()),
+            Err(_) => Val::Null,
+        },
+    }
+}
+
+/// Batches as [`Rows`].
+pub fn to_rows(batches: &[RecordBatch]) -> Rows {
+    let mut out = Rows::default();
+    if let Some(b) = batches.first() {
+        out.cols = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+    }
+    for b in batches {
+        for i in 0..b.num_rows() {
+            out.rows
+                .push(b.columns().iter().map(|c| cell(c.as_ref(), i)).collect());
+        }
+    }
+    out
+}
+
+/// A SQL text literal.
+pub fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+// ------------------------------------------------------------------------------------------
+// Formatting shared by the writers
+// ------------------------------------------------------------------------------------------
+
+/// Bytes in binary units, 2 decimals (as memq's printers humanize them).
+pub fn fmt_bytes(n: i64) -> String {
+    let neg = n < 0;
+    let v = (n as i128).unsigned_abs() as f64;
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut x = v;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    let s = if u == 0 {
+        format!("{} B", v as u64)
+    } else {
+        format!("{x:.2} {}", units[u])
+    };
+    if neg {
+        format!("-{s}")
+    } else {
+        s
+    }
+}
+
+/// A duration in ns as seconds / ms.
+pub fn fmt_dur_ns(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    let sign = if ns < 0 { "-" } else { "" };
+    if a >= 1e9 {
+        format!("{sign}{:.3} s", a / 1e9)
+    } else if a >= 1e6 {
+        format!("{sign}{:.3} ms", a / 1e6)
+    } else if a >= 1e3 {
+        format!("{sign}{:.1} µs", a / 1e3)
+    } else {
+        format!("{sign}{a} ns")
+    }
+}
+
+/// ns since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+pub fn fmt_epoch_ns(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // civil from days (Howard Hinnant's algorithm)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// A memscope time: relative to the run start and absolute.
+pub fn fmt_ts(ts: i64, start: Option<i64>) -> String {
+    match start {
+        Some(s) if ts >= s => format!("+{} ({})", fmt_dur_ns(ts - s), fmt_epoch_ns(ts)),
+        _ => fmt_epoch_ns(ts),
+    }
+}
+
+pub fn fmt_pct(p: f64) -> String {
+    format!("{p:.1} %")
+}
+
+/// Parses a size: `123`, `4096B`, `1.5GiB`, `512MB` (MB and MiB are both binary, as in the
+/// reference's `--min-size`), `80%` is not a size.
+pub fn parse_size(s: &str) -> Option<i64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    let r = v * mult;
+    (r.is_finite() && r >= 0.0 && r < 9.2e18).then_some(r.round() as i64)
+}
+
+// ------------------------------------------------------------------------------------------
+// The report model the writers render
+// ------------------------------------------------------------------------------------------
+
+/// A line chart: x in seconds since the run start (memscope) or trace entries (snapshot).
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    /// "s" (seconds since start) or "entry" (trace entry index).
+    pub x_unit: String,
+    pub series: Vec<Series>,
+    /// The peak marker: (x, y, label).
+    pub marker: Option<(f64, f64, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    /// (x, y in bytes) points of the line.
+    pub points: Vec<(f64, f64)>,
+    /// (x, min, max) per bucket: drawn as a band behind the line.
+    pub band: Vec<(f64, f64, f64)>,
+    /// Drawn as a filled area (first series of a stack) instead of a line.
+    pub area: bool,
+}
+
+/// Horizontal bars, optionally stacked in parts.
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    pub title: String,
+    /// Unit of the values: "bytes" or "count".
+    pub unit: String,
+    /// Names of the parts of a bar (legend); one part = plain bars.
+    pub parts: Vec<String>,
+    /// label, values per part.
+    pub bars: Vec<(String, Vec<f64>)>,
+}
+
+/// The segments of an allocator state drawn as a map: each segment a box whose width is its
+/// size, split into allocated / pending-free / free.
+#[derive(Debug, Clone)]
+pub struct SegmentMap {
+    pub title: String,
+    /// (size, allocated, pending_free) bytes per segment, in address order.
+    pub segments: Vec<(i64, i64, i64)>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Chart {
+    Line(LineChart),
+    Bars(BarChart),
+    Segments(SegmentMap),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Block {
+    Text(String),
+    /// Index into [`Report::findings`].
+    Finding(usize),
+    Table(Table),
+    Chart(Chart),
+}
+
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub id: String,
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+/// Headline figures (the metric cards, and what `memq check` measures).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Metrics {
+    /// Highest live/used bytes of any framework pool or HAL series (memscope) or true active
+    /// peak (snapshot) — the largest over the devices.
+    pub peak_bytes: Option<i64>,
+    pub peak_where: Option<String>,
+    /// Highest reservation: memscope pool `total` peak, or snapshot reserved peak.
+    pub reserved_bytes: Option<i64>,
+    pub reserved_where: Option<String>,
+    /// Bytes of memory that grows without return (growing leak owners).
+    pub leak_bytes: i64,
+    /// Largest fragmentation (free memory that cannot serve a request), percent.
+    pub frag_pct: Option<f64>,
+    pub frag_where: Option<String>,
+    /// Cached free memory the allocator holds (returned by empty_cache()).
+    pub cached_free_bytes: Option<i64>,
+    pub oom_events: i64,
+    pub devices: i64,
+    pub segments: Option<i64>,
+}
+
+/// The verdict paragraph at the top.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Verdict {
+    pub severity: Severity,
+    pub summary: String,
+    pub actions: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub input: String,
+    pub generated: String,
+    pub metrics: Metrics,
+    pub verdict: Verdict,
+    pub findings: Vec<Finding>,
+    pub sections: Vec<Section>,
+    /// Analyses that failed (their error), so a reader knows what is missing.
+    pub notes: Vec<String>,
+}
+
+// ------------------------------------------------------------------------------------------
+// Gathering
+// ------------------------------------------------------------------------------------------
+
+/// The rows of the canned analyses the report reads.
+#[derive(Debug, Default)]
+pub struct Data {
+    pub opts: Options,
+    pub notes: Vec<String>,
+    // memscope
+    pub capabilities: Rows,
+    pub sources: Rows,
+    pub span: Option<(i64, i64)>,
+    pub rejects: i64,
+    pub config: Rows,
+    pub peaks: Rows,
+    pub curve: Rows,
+    pub breakdowns: Vec<PeakBreakdown>,
+    pub owner_peaks: Rows,
+    pub leak_owners: Rows,
+    pub leak_steps: Rows,
+    pub step_peaks: Rows,
+    pub trend: Rows,
+    pub oom_events: Rows,
+    pub oom_findings: Rows,
+    pub fragmentation: Rows,
+    pub expansions: Rows,
+    pub hal_summary: Rows,
+    // snapshot
+    pub snap_overview: Rows,
+    pub snap_peak: Rows,
+    pub snap_peak_blocks: Rows,
+    pub snap_frag: Rows,
+    pub snap_frag_top: Rows,
+    pub snap_long_lived: Rows,
+    pub snap_long_lived_top: Rows,
+    pub snap_oom: Rows,
+    pub snap_attr: Rows,
+    pub snap_timeline: Rows,
+    pub snap_segments_at_peak: Vec<(String, i64, Rows)>,
+    pub snap_compare: Rows,
+    pub snap_expansions: Rows,
+    pub snap_settings: Rows,
+    pub snap_top_segments_growth: Rows,
+}
+
+/// The breakdown at one series' peak.
+#[derive(Debug, Default)]
+pub struct PeakBreakdown {
+    pub source: String,
+    pub pid: i64,
+    pub device: String,
+    pub pool: String,
+    pub metric: String,
+    pub peak_bytes: i64,
+    pub peak_ts: i64,
+    pub level1: Rows,
+    pub tree: Rows,
+    pub blocks: Rows,
+}
+
+/// Number of time buckets of the memory curves (min/max per bucket, in SQL).
+pub const CURVE_BUCKETS: i64 = 240;
+/// Number of buckets of the snapshot timeline.
+pub const TIMELINE_BUCKETS: i64 = 300;
+
+impl Data {
+    /// Applies --device / --pool to rows that have those columns.
+    fn filter(&self, mut r: Rows) -> Rows {
+        let has_dev = r.cols.iter().any(|c| c == "device");
+        let has_pool = r.cols.iter().any(|c| c == "pool");
+        let dev = self.opts.device.clone();
+        let pool = self.opts.pool.clone();
+        r.retain(|row| {
+            (!has_dev || dev.as_deref().is_none_or(|d| row.s("device") == d))
+                && (!has_pool
+                    || pool
+                        .as_deref()
+                        .is_none_or(|p| row.s("pool") == p || row.get("pool") == &Val::Null))
+        });
+        r
+    }
+    pub fn has_memscope(&self) -> bool {
+        !self.capabilities.is_empty()
+    }
+    pub fn has_snapshot(&self) -> bool {
+        !self.snap_overview.is_empty()
+    }
+    pub fn run_start(&self) -> Option<i64> {
+        self.span.map(|s| s.0)
+    }
+}
+
+async fn q(engine: &Engine, notes: &mut Vec<String>, what: &str, sql: &str) -> Rows {
+    match engine.query(sql).await {
+        Ok(b) => to_rows(&b),
+        Err(e) => {
+            notes.push(format!("{what}: {e}"));
+            Rows::default()
+        }
+    }
+}
+
+/// Runs the canned analyses the report needs.
+pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
+    let mut d = Data {
+        opts: opts.clone(),
+        ..Default::default()
+    };
+    let mut n = Vec::new();
+    let e = engine;
+
+    // (1) sources and capabilities
+    let caps = q(
+        e,
+        &mut n,
+        "capabilities",
+        "SELECT * FROM capabilities ORDER BY source",
+    )
+    .await;
+    d.capabilities = caps;
+    d.sources = q(
+        e,
+        &mut n,
+        "sources",
+        "SELECT kind, generation, COUNT(*) AS files, SUM(rows) AS rows, SUM(rejects) AS rejects, SUM(size_bytes) AS size_bytes FROM sources GROUP BY kind, generation ORDER BY kind, generation",
+    )
+    .await;
+    d.rejects = d.sources.iter().filter_map(|r| r.i64("rejects")).sum();
+    if d.has_memscope() {
+        let span = q(
+            e,
+            &mut n,
+            "stats",
+            "SELECT MIN(first_ts) AS t0, MAX(last_ts) AS t1 FROM stats WHERE first_ts > 0",
+        )
+        .await;
+        d.span = span
+            .first()
+            .and_then(|r| Some((r.i64("t0")?, r.i64("t1")?)));
+        d.config = q(
+            e,
+            &mut n,
+            "config",
+            "SELECT key, value FROM config ORDER BY key",
+        )
+        .await;
+    }
+
+    if d.has_memscope() {
+        let pool_arg = match &opts.pool {
+            Some(p) => lit(p),
+            None => "NULL".into(),
+        };
+        // (2) curves and peaks
+        d.peaks = d.filter(
+            q(
+                e,
+                &mut n,
+                "peaks",
+                "SELECT * FROM peaks ORDER BY device, pool, metric, pid, source",
+            )
+            .await,
+        );
+        d.curve = d.filter(
+            q(
+                e,
+                &mut n,
+                "curve_buckets",
+                &format!(
+                    "SELECT source, pid, device, pool, metric, bucket, t0, t1, points, min_bytes, max_bytes, end_bytes \
+                     FROM curve_buckets({CURVE_BUCKETS}, {pool_arg}) WHERE metric IN ('used', 'total', 'live') \
+                     ORDER BY device, pool, pid, source, metric, bucket"
+                ),
+            )
+            .await,
+        );
+        // (3) breakdown at each series' peak: framework pools by `used`, HAL by `live`
+        let targets: Vec<(String, i64, String, String, String, i64, i64)> = d
+            .peaks
+            .iter()
+            .filter(|r| {
+                let pool = r.s("pool");
+                let m = r.s("metric");
+                pool != "HOST_PINNED"
+                    && ((pool == "HAL" && m == "live") || (pool != "HAL" && m == "used"))
+            })
+            .filter_map(|r| {
+                Some((
+                    r.s("source"),
+                    r.i64("pid")?,
+                    r.s("device"),
+                    r.s("pool"),
+                    r.s("metric"),
+                    r.i64("peak_bytes")?,
+                    r.i64("peak_ts")?,
+                ))
+            })
+            .collect();
+        for (source, pid, device, pool, metric, peak_bytes, peak_ts) in targets {
+            let w = format!(
+                "source = {} AND pid = {pid} AND device = {}",
+                lit(&source),
+                lit(&device)
+            );
+            let level1 = q(
+                e,
+                &mut n,
+                "breakdown_at",
+                &format!(
+                    "SELECT owner_group, SUM(bytes) AS bytes, SUM(blocks) AS blocks, SUM(share) AS share \
+                     FROM breakdown_at({peak_ts}, {}) WHERE {w} GROUP BY owner_group ORDER BY bytes DESC, owner_group",
+                    lit(&pool)
+                ),
+            )
+            .await;
+            let tree = q(
+                e,
+                &mut n,
+                "breakdown_tree_at",
+                &format!(
+                    "SELECT path, name, depth, bytes, blocks, share FROM breakdown_tree_at({peak_ts}, {}) \
+                     WHERE {w} AND depth <= 3 ORDER BY tree_order LIMIT 40",
+                    lit(&pool)
+                ),
+            )
+            .await;
+            let blocks = q(
+                e,
+                &mut n,
+                "block_fates",
+                &format!(
+                    "SELECT size, owner, alloc_ts, stack_frame(stack_py, 1) AS user_frame, fate FROM block_fates \
+                     WHERE {w} AND pool = {} AND alloc_ts <= {peak_ts} AND (end_ts IS NULL OR end_ts > {peak_ts}) \
+                     ORDER BY size DESC, alloc_ts LIMIT 10",
+                    lit(&pool)
+                ),
+            )
+            .await;
+            d.breakdowns.push(PeakBreakdown {
+                source,
+                pid,
+                device,
+                pool,
+                metric,
+                peak_bytes,
+                peak_ts,
+                level1,
+                tree,
+                blocks,
+            });
+        }
+        d.owner_peaks = d.filter(
+            q(
+                e,
+                &mut n,
+                "owner_peaks",
+                "SELECT * FROM (SELECT source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes, \
+                 ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY peak_bytes DESC, owner) AS rn FROM owner_peaks) \
+                 WHERE rn <= 8 ORDER BY device, pool, pid, rn",
+            )
+            .await,
+        );
+        // (4) leaks
+        d.leak_owners = d.filter(
+            q(
+                e,
+                &mut n,
+                "leak_summary",
+                "SELECT pid, device, pool, owner, MAX(owner_group) AS owner_group, SUM(blocks) AS blocks, SUM(bytes) AS bytes, \
+                 SUM(stock_blocks) AS stock_blocks, SUM(stock_bytes) AS stock_bytes, MAX(stack_top) AS stack_top, \
+                 MIN(first_alloc_ts) AS first_alloc_ts, MAX(last_alloc_ts) AS last_alloc_ts \
+                 FROM leak_summary GROUP BY pid, device, pool, owner ORDER BY bytes DESC, device, pool, owner",
+            )
+            .await,
+        );
+        d.leak_steps = d.filter(
+            q(
+                e,
+                &mut n,
+                "leak_candidates x steps",
+                "SELECT c.pid, c.device, c.pool, c.owner, s.step, s.end_ts, \
+                 SUM(CASE WHEN c.alloc_ts <= s.end_ts THEN c.size ELSE 0 END) AS held \
+                 FROM leak_candidates c JOIN steps s ON c.source = s.source AND c.pid = s.pid AND c.device = s.device \
+                 WHERE NOT c.stock AND s.complete GROUP BY c.pid, c.device, c.pool, c.owner, s.step, s.end_ts \
+                 ORDER BY c.pid, c.device, c.pool, c.owner, s.end_ts",
+            )
+            .await,
+        );
+        d.step_peaks = d.filter(
+            q(
+                e,
+                &mut n,
+                "step_peaks",
+                "SELECT source, pid, device, pool, step, start_ts, end_ts, start_used, peak_used, end_used, growth, growth_vs_prev \
+                 FROM step_peaks ORDER BY device, pool, pid, source, start_ts",
+            )
+            .await,
+        );
+        d.trend = d.filter(
+            q(
+                e,
+                &mut n,
+                "trend",
+                &format!(
+                    "SELECT DISTINCT source, pid, device, pool, growth_verdict, base_used, net_growth_bytes, net_growth_pct, \
+                     compared_buckets, above_base, reservation_growth FROM trend(20, {pool_arg}) ORDER BY device, pool, pid, source"
+                ),
+            )
+            .await,
+        );
+        // (5) OOM
+        d.oom_events = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "oom_events",
+                "SELECT source, pid, device, trigger_id, oom_ts, kind, rank, func, req_size, pool, size, alloc_ts, owner, owner_group, \
+                 stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free \
+                 FROM oom_events ORDER BY oom_ts, kind DESC, rank",
+            )
+            .await,
+        );
+        d.oom_findings = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "oom_findings",
+                "SELECT * FROM oom_findings ORDER BY oom_ts, priority",
+            )
+            .await,
+        );
+        // (6) fragmentation and pool expansions
+        d.fragmentation = d.filter(
+            q(e, &mut n, "fragmentation", "SELECT source, pid, device, pool, samples, expansions, current_frag_pct, peak_frag_pct, peak_ts, mean_frag_pct, level, peak_level, used_last, total_last, peak_total FROM fragmentation ORDER BY device, pool, pid").await,
+        );
+        d.expansions = d.filter(
+            q(
+                e,
+                &mut n,
+                "pool_expansions",
+                "SELECT source, pid, device, pool, COUNT(*) AS n, SUM(delta) AS grown, MIN(ts) AS first_ts, MAX(ts) AS last_ts, \
+                 MIN(usage_before_pct) AS min_usage_before_pct, MAX(total_after) AS max_total FROM pool_expansions \
+                 GROUP BY source, pid, device, pool ORDER BY device, pool, pid",
+            )
+            .await,
+        );
+        d.hal_summary = d.filter(
+            q(
+                e,
+                &mut n,
+                "hal_segment_summary",
+                "SELECT pid, device, segments, total_bytes, alloc_segments, create_segments, stock_bytes, largest_bytes, expandable_segments \
+                 FROM hal_segment_summary ORDER BY device, pid",
+            )
+            .await,
+        );
+    }
+
+    // (7) snapshots
+    d.snap_overview = d.filter_dev(
+        q(
+            e,
+            &mut n,
+            "snap_overview",
+            "SELECT * FROM snap_overview ORDER BY snapshot, device",
+        )
+        .await,
+    );
+    if d.has_snapshot() {
+        d.snap_peak = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_peak",
+                "SELECT * FROM snap_peak ORDER BY snapshot, device",
+            )
+            .await,
+        );
+        d.snap_peak_blocks = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_peak_blocks",
+                "SELECT snapshot, device, peak_bytes, rank, size, pct_of_peak, origin, end_kind, user_frame, user_path, call_path \
+                 FROM snap_peak_blocks WHERE rank <= 10 ORDER BY snapshot, device, rank",
+            )
+            .await,
+        );
+        d.snap_frag = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_fragmentation",
+                "SELECT snapshot, device, COUNT(*) AS segments, SUM(total_size) AS reserved, SUM(free_bytes) AS free, \
+                 SUM(CASE WHEN live_blocks = 0 AND pending_free_bytes = 0 THEN free_bytes ELSE 0 END) AS empty_segment_free, \
+                 SUM(CASE WHEN live_blocks = 0 AND pending_free_bytes = 0 THEN 1 ELSE 0 END) AS empty_segments, \
+                 SUM(pending_free_bytes) AS pending_free, SUM(free_bytes - largest_free_bytes) AS unusable_free, \
+                 SUM(internal_waste) AS internal_waste, MAX(largest_free_bytes) AS largest_free, SUM(free_pieces) AS free_pieces \
+                 FROM snap_fragmentation GROUP BY snapshot, device ORDER BY snapshot, device",
+            )
+            .await,
+        );
+        d.snap_frag_top = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_fragmentation",
+                "SELECT * FROM (SELECT snapshot, device, segment_id, segment_type, total_size, allocated_bytes, free_bytes, free_pieces, \
+                 largest_free_bytes, free_bytes - largest_free_bytes AS unusable, pending_free_bytes, user_frame, \
+                 ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY free_bytes - largest_free_bytes DESC, segment_id) AS rn \
+                 FROM snap_fragmentation WHERE free_bytes > largest_free_bytes) WHERE rn <= 5 ORDER BY snapshot, device, rn",
+            )
+            .await,
+        );
+        d.snap_long_lived = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_long_lived",
+                "SELECT snapshot, device, COUNT(*) AS blocks, SUM(size) AS bytes, \
+                 SUM(CASE WHEN origin = 'before_window' THEN size ELSE 0 END) AS before_window_bytes \
+                 FROM snap_long_lived WHERE long_lived GROUP BY snapshot, device ORDER BY snapshot, device",
+            )
+            .await,
+        );
+        d.snap_long_lived_top = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_long_lived",
+                "SELECT * FROM (SELECT snapshot, device, user_frame, COUNT(*) AS blocks, SUM(size) AS bytes, MIN(origin) AS origin, \
+                 ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY SUM(size) DESC, user_frame) AS rn \
+                 FROM snap_long_lived WHERE long_lived GROUP BY snapshot, device, user_frame) WHERE rn <= 5 ORDER BY snapshot, device, rn",
+            )
+            .await,
+        );
+        d.snap_oom = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_oom",
+                "SELECT snapshot, device, seq, time_us, requested_bytes, device_free, active_bytes, reserved_bytes, user_frame, \
+                 last_allocs_bytes, distinct_stacks, repeated_count, verdict, reference_verdict FROM snap_oom ORDER BY snapshot, device, seq",
+            )
+            .await,
+        );
+        d.snap_attr = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_stack_attribution",
+                "SELECT snapshot, device, rank, user_frame, blocks, bytes, pct_of_live FROM snap_stack_attribution \
+                 WHERE grouping = 'user_frame' AND rank <= 8 ORDER BY snapshot, device, rank",
+            )
+            .await,
+        );
+        d.snap_timeline = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_timeline",
+                &format!(
+                    "SELECT t.snapshot, t.device, (t.seq * {TIMELINE_BUCKETS}) / GREATEST(p.entries, 1) AS bucket, \
+                     MIN(t.seq) AS seq0, MAX(t.seq) AS seq1, MIN(t.active_bytes) AS active_min, MAX(t.active_bytes) AS active_max, \
+                     MIN(t.reserved_bytes) AS reserved_min, MAX(t.reserved_bytes) AS reserved_max \
+                     FROM snap_timeline t JOIN snap_peak p ON t.snapshot = p.snapshot AND t.device = p.device \
+                     GROUP BY t.snapshot, t.device, 3 ORDER BY t.snapshot, t.device, 3"
+                ),
+            )
+            .await,
+        );
+        d.snap_expansions = d.filter_dev(
+            q(
+                e,
+                &mut n,
+                "snap_expansions",
+                "SELECT snapshot, device, seq, action, size, reserved_bytes, growth_rank, user_frame FROM snap_expansions \
+                 WHERE growth_rank <= 5 ORDER BY snapshot, device, growth_rank",
+            )
+            .await,
+        );
+        d.snap_settings = q(
+            e,
+            &mut n,
+            "snap_info",
+            "SELECT snapshot, key, value FROM snap_info WHERE section = 'allocator_settings' ORDER BY snapshot, key",
+        )
+        .await;
+        let peaks: Vec<(String, i64, i64)> = d
+            .snap_peak
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.s("snapshot"),
+                    r.i64("device")?,
+                    r.i64("active_peak_seq").unwrap_or(i64::MAX / 4),
+                ))
+            })
+            .collect();
+        for (snap, dev, seq) in peaks {
+            let rows = q(
+                e,
+                &mut n,
+                "state_at",
+                &format!(
+                    "SELECT address, size, allocated_bytes, pending_free_bytes, free_bytes FROM state_at({seq}, {}, {dev}) \
+                     WHERE kind = 'segment' ORDER BY address",
+                    lit(&snap)
+                ),
+            )
+            .await;
+            d.snap_segments_at_peak.push((snap, dev, rows));
+        }
+        let snaps: Vec<String> = {
+            let mut v: Vec<String> = d.snap_overview.iter().map(|r| r.s("snapshot")).collect();
+            v.dedup();
+            v
+        };
+        if snaps.len() >= 2 {
+            d.snap_compare = q(
+                e,
+                &mut n,
+                "snap_compare",
+                &format!(
+                    "SELECT kind, rank, key, a_count, b_count, diff_count, a_bytes, b_bytes, diff_bytes, trend FROM snap_compare({}, {}) \
+                     WHERE kind = 'total' OR rank <= 5 ORDER BY kind, rank",
+                    lit(&snaps[0]),
+                    lit(&snaps[1])
+                ),
+            )
+            .await;
+        }
+    }
+    d.notes = n;
+    Ok(d)
+}
+
+impl Data {
+    /// --device only (rows whose `pool` is a block's pool, not a series' filter).
+    fn filter_dev(&self, mut r: Rows) -> Rows {
+        if r.cols.iter().any(|c| c == "device") {
+            if let Some(dv) = self.opts.device.clone() {
+                r.retain(|row| row.s("device") == dv);
+            }
+        }
+        r
+    }
+}
+
+/// Opens nothing: gathers, judges and lays out the report of an opened engine.
+pub async fn report(engine: &Engine, input: &str, opts: &Options) -> Result<Report> {
+    let data = gather(engine, opts).await?;
+    if !data.has_memscope() && !data.has_snapshot() {
+        return Err(MemqError::Usage(format!(
+            "{input}: no msMemScope dump and no snapshot in this input (nothing to report)"
+        )));
+    }
+    Ok(findings::build(&data, input))
+}
+
+/// Writes the report to `path`, the writer chosen by extension (.html, .md, .json).
+pub fn write(report: &Report, path: &Path) -> Result<()> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let text = match ext.as_str() {
+        "html" | "htm" => html::render(report),
+        "md" | "markdown" => markdown::render(report),
+        "json" => json::render(report),
+        _ => {
+            return Err(MemqError::Usage(format!(
+                "-o {}: the report is written as .html, .md or .json",
+                path.display()
+            )))
+        }
+    };
+    std::fs::write(path, text).map_err(|e| MemqError::io(path, e))
+}
+
+fn input_name(inputs: &[std::path::PathBuf]) -> String {
+    inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `memq report`: opens the inputs, builds the report, writes it to `output` (by extension)
+/// or prints the Markdown.
+pub async fn run_report(
+    inputs: &[std::path::PathBuf],
+    output: Option<&Path>,
+    pool: Option<String>,
+    device: Option<String>,
+) -> Result<()> {
+    if let Some(p) = output {
+        // refuse a bad extension before the work
+        let ext = p
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !matches!(ext.as_str(), "html" | "htm" | "md" | "markdown" | "json") {
+            return Err(MemqError::Usage(format!(
+                "-o {}: the report is written as .html, .md or .json",
+                p.display()
+            )));
+        }
+    }
+    let opened = crate::open::open_inputs(inputs, true).await?;
+    let opts = Options { pool, device };
+    let r = report(&opened.engine, &input_name(inputs), &opts).await?;
+    match output {
+        Some(p) => {
+            write(&r, p)?;
+            eprintln!(
+                "memq: report written to {} ({} findings)",
+                p.display(),
+                r.findings.len()
+            );
+        }
+        None => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(markdown::render(&r).as_bytes())
+                .map_err(|e| MemqError::io(Path::new("stdout"), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// `memq check`: the exit code (0 all limits hold, 1 a limit is exceeded, 2 bad input).
+/// Prints the measured values beside their limits on stdout; errors go to stderr as exit 2.
+pub async fn run_check(
+    inputs: &[std::path::PathBuf],
+    sizes: [Option<String>; 3],
+    max_frag: Option<f64>,
+    no_oom: bool,
+    format: &str,
+) -> Result<i32> {
+    if format != "text" && format != "json" {
+        return Err(MemqError::Usage(format!(
+            "--format {format}: use text or json"
+        )));
+    }
+    let [max_peak, max_reserved, max_leak] = sizes;
+    let parse = |flag: &str, v: Option<String>| -> Result<Option<i64>> {
+        match v {
+            None => Ok(None),
+            Some(s) => parse_size(&s).map(Some).ok_or_else(|| {
+                MemqError::Usage(format!(
+                    "--{flag} {s}: not a size (e.g. 16GiB, 512MB, 1073741824)"
+                ))
+            }),
+        }
+    };
+    let limits = check::Limits {
+        max_peak: parse("max-peak", max_peak)?,
+        max_reserved: parse("max-reserved", max_reserved)?,
+        max_leak: parse("max-leak", max_leak)?,
+        max_frag: match max_frag {
+            Some(p) if !(p.is_finite() && p >= 0.0) => {
+                return Err(MemqError::Usage(format!(
+                    "--max-frag {p}: a percentage >= 0"
+                )))
+            }
+            other => other,
+        },
+        no_oom,
+    };
+    let r = {
+        let opened = match crate::open::open_inputs(inputs, false).await {
+            Ok(o) => o,
+            Err(e) => return Err(MemqError::Usage(e.to_string())),
+        };
+        match report(&opened.engine, &input_name(inputs), &Options::default()).await {
+            Ok(r) => r,
+            Err(e) => return Err(MemqError::Usage(e.to_string())),
+        }
+    };
+    let outcome = check::evaluate(&r, &limits);
+    let text = if format == "json" {
+        check::render_json(&outcome)
+    } else {
+        check::render_text(&outcome)
+    };
+    print!("{text}");
+    for c in outcome.checks.iter().filter(|c| c.status == "unmeasurable") {
+        eprintln!(
+            "memq: check {}: this input cannot measure it{}",
+            c.name,
+            if c.name == "frag" {
+                " (fragmentation needs a snapshot's segment layout)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(outcome.exit_code)
+}

@@ -1,0 +1,370 @@
+//! The hostile-input corpus (fixtures/hostile/, issue 13): every file of `expected.tsv` through
+//! the `memq` binary — `memq ingest FILE -o TMP/x.memq --force` under a timeout and an address
+//! space limit — checked against its expected exit code, `rejects` and `events` rows (from the
+//! manifest) and stderr fragment. A refused file must leave no dataset, name the file, and never
+//! panic (101) or abort (134). All differences are collected and reported together.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::fixture;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// Address space of each run (the binary reserves big thread stacks, which count).
+const ADDRESS_SPACE_BYTES: u64 = 4 << 30;
+
+struct Expected {
+    file: String,
+    exit: i32,
+    rejects: Option<u64>,
+    events: Option<u64>,
+    fragment: Option<String>,
+}
+
+fn expected() -> Vec<Expected> {
+    let text = std::fs::read_to_string(fixture("hostile/expected.tsv")).expect("expected.tsv");
+    let dash = |s: &str| (s != "-").then(|| s.to_string());
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            assert!(c.len() >= 5, "expected.tsv: short line {l:?}");
+            Expected {
+                file: c[0].to_string(),
+                exit: c[1].parse().expect("exit code"),
+                rejects: dash(c[2]).map(|v| v.parse().expect("rejects")),
+                events: dash(c[3]).map(|v| v.parse().expect("events")),
+                fragment: dash(c[4]),
+            }
+        })
+        .collect()
+}
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+/// Runs the memq binary with `args`, a timeout and an address-space limit; stdin is closed.
+pub fn run_memq(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memq"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: ADDRESS_SPACE_BYTES,
+                    rlim_max: ADDRESS_SPACE_BYTES,
+                };
+                libc::setrlimit(libc::RLIMIT_AS, &lim);
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().expect("spawn memq");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stderr.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if start.elapsed() > TIMEOUT {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = reader.join().unwrap_or_default();
+    #[cfg(unix)]
+    let code = {
+        use std::os::unix::process::ExitStatusExt;
+        status.code().or(status.signal().map(|s| 128 + s))
+    };
+    #[cfg(not(unix))]
+    let code = status.code();
+    Run {
+        code,
+        stderr,
+        timed_out,
+    }
+}
+
+/// Rows of `table` in a dataset's manifest.
+pub fn manifest_rows(dataset: &Path, table: &str) -> u64 {
+    let text = std::fs::read_to_string(dataset.join("manifest.json")).expect("manifest");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("manifest json");
+    v["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .find(|t| t["name"] == table)
+        .and_then(|t| t["rows"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Where the file of an entry is: `gen/NAME` in the generated folder, an absolute path as is,
+/// the WAL dbs copied (SQLite must not touch the committed files), the rest in place.
+fn locate(file: &str, gen: &Path, copies: &Path) -> PathBuf {
+    if let Some(name) = file.strip_prefix("gen/") {
+        return gen.join(name);
+    }
+    if file.starts_with('/') {
+        return PathBuf::from(file);
+    }
+    let src = fixture("hostile").join(file);
+    if file.starts_with("db_wal") {
+        let dst = copies.join(file);
+        std::fs::copy(&src, &dst).expect("copy wal db");
+        let wal = fixture("hostile").join(format!("{file}-wal"));
+        if wal.exists() {
+            std::fs::copy(&wal, copies.join(format!("{file}-wal"))).expect("copy -wal");
+        }
+        return dst;
+    }
+    src
+}
+
+#[test]
+fn every_corpus_file_behaves_as_expected() {
+    let work = tempfile::TempDir::new().expect("temp dir");
+    let gen = work.path().join("gen");
+    let copies = work.path().join("copies");
+    std::fs::create_dir_all(&gen).unwrap();
+    std::fs::create_dir_all(&copies).unwrap();
+    let made = Command::new("python3")
+        .arg(fixture("hostile/make.py"))
+        .arg("--generated")
+        .arg(&gen)
+        .status()
+        .expect("python3 fixtures/hostile/make.py --generated (python3 is needed for the gen/ files)");
+    assert!(made.success(), "make.py --generated failed");
+
+    let entries = expected();
+    assert!(entries.len() >= 69, "expected.tsv has {} entries", entries.len());
+    let mut failures = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let input = locate(&e.file, &gen, &copies);
+        let out = work.path().join(format!("out{i}.memq"));
+        let run = run_memq(
+            &[
+                "ingest".as_ref(),
+                input.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                "--force".as_ref(),
+            ],
+            &[("XDG_CACHE_HOME", work.path())],
+        );
+        let mut why = Vec::new();
+        if run.timed_out {
+            why.push(format!("timed out after {TIMEOUT:?}"));
+        }
+        if run.code != Some(e.exit) {
+            why.push(format!("exit {:?}, expected {}", run.code, e.exit));
+        }
+        if matches!(run.code, Some(101) | Some(134)) || run.stderr.contains("panicked") {
+            why.push("panic or abort".into());
+        }
+        if let Some(f) = &e.fragment {
+            if !run.stderr.to_lowercase().contains(&f.to_lowercase()) {
+                why.push(format!("stderr lacks `{f}`"));
+            }
+        }
+        if run.code == Some(0) {
+            if let Some(r) = e.rejects {
+                let got = manifest_rows(&out, "rejects");
+                if got != r {
+                    why.push(format!("rejects {got}, expected {r}"));
+                }
+            }
+            if let Some(n) = e.events {
+                let got = manifest_rows(&out, "events");
+                if got != n {
+                    why.push(format!("events {got}, expected {n}"));
+                }
+            }
+        } else {
+            if out.exists() {
+                why.push("a refused input left a dataset at -o".into());
+            }
+            let name = Path::new(&e.file)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if e.exit == 2 && !run.stderr.contains(&name) {
+                why.push(format!("stderr does not name {name}"));
+            }
+        }
+        // No temporary folder is left beside the target.
+        let left: Vec<String> = std::fs::read_dir(work.path())
+            .unwrap()
+            .flatten()
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!(".out{i}.memq.tmp")))
+            .collect();
+        if !left.is_empty() {
+            why.push(format!("left {left:?}"));
+        }
+        if !why.is_empty() {
+            failures.push(format!(
+                "{}: {}\n    stderr: {}",
+                e.file,
+                why.join("; "),
+                run.stderr.trim().replace('\n', "\n            ")
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    // SQLite must not have written next to the WAL copies' originals.
+    for f in ["db_wal_clean.db-shm", "db_wal_pending.db-shm", "db_wal_clean.db-wal"] {
+        assert!(
+            !fixture("hostile").join(f).exists(),
+            "{f} appeared in fixtures/hostile"
+        );
+    }
+    assert!(
+        !Path::new("/tmp/memq-hostile-pickle-ran").exists(),
+        "a hostile pickle ran code"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} corpus entries differ from expected.tsv:\n{}",
+        failures.len(),
+        entries.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs `memq sql DATASET -e SQL [extra...]` and returns (exit code, stdout, stderr).
+fn sql(dataset: &Path, query: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_memq"))
+        .arg("sql")
+        .arg(dataset)
+        .arg("-e")
+        .arg(query)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("memq sql");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ingest_fixture(work: &Path, file: &str) -> (PathBuf, String) {
+    let out = work.join(format!("{file}.memq"));
+    let o = Command::new(env!("CARGO_BIN_EXE_memq"))
+        .args(["ingest".as_ref(), fixture("hostile").join(file).as_os_str(), "-o".as_ref(), out.as_os_str()])
+        .output()
+        .expect("memq ingest");
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    (out, stderr)
+}
+
+/// Finding 4: a switch of unit mid-file is read row by row, warned about at its line, and no
+/// value saturates; a declared µs column with ns values rejects the overflowing rows.
+#[test]
+fn timestamp_units_are_decided_per_row() {
+    let work = tempfile::TempDir::new().unwrap();
+    for file in ["csv_ts_us_then_ns.csv", "csv_ts_ns_then_us.csv"] {
+        let (ds, stderr) = ingest_fixture(work.path(), file);
+        assert!(stderr.contains("timestamp unit changes") && stderr.contains(&format!("{file}:7:")), "{stderr}");
+        let (code, out, err) = sql(&ds, "SELECT min(ts), max(ts), count(*) FROM events WHERE ts BETWEEN 1764900000000000000 AND 1764900001000000000", &["--format", "csv"]);
+        assert_eq!(code, Some(0), "{err}");
+        let row = out.lines().nth(1).unwrap_or_default();
+        assert!(row.ends_with(",10"), "{file}: every ts is a December 2025 ns value: {out}");
+    }
+    let (ds, _) = ingest_fixture(work.path(), "csv_ts_declared_us_ns_values.csv");
+    let (_, out, _) = sql(&ds, "SELECT count(*) FROM rejects WHERE reason LIKE '%overflows%'", &["--format", "csv"]);
+    assert_eq!(out.lines().nth(1), Some("5"), "{out}");
+    let (_, out, _) = sql(&ds, "SELECT count(*) FROM events WHERE ts = 9223372036854775807", &["--format", "csv"]);
+    assert_eq!(out.lines().nth(1), Some("0"), "{out}");
+}
+
+/// Finding 2: long OR chains plan (5 000 terms) or are refused with a message (over 10 000
+/// operators), in `memq sql` and in the shell, which goes on.
+#[test]
+fn deep_expressions_never_overflow_the_stack() {
+    let work = tempfile::TempDir::new().unwrap();
+    let (ds, _) = ingest_fixture(work.path(), "csv_valid_base.csv");
+    let or = |n: usize| {
+        let terms: Vec<String> = (0..n).map(|i| format!("id = {i}")).collect();
+        format!("SELECT count(*) AS n FROM events WHERE {}", terms.join(" OR "))
+    };
+    let (code, out, err) = sql(&ds, &or(5000), &["--format", "csv"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.lines().nth(1), Some("10"), "ids 36.. are all below 5000: {out}");
+    let (code, _, err) = sql(&ds, &or(6000), &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("more than 10000 operators"), "{err}");
+    // The shell: a refused statement, then the session goes on.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memq"))
+        .arg(&ds)
+        .env("XDG_STATE_HOME", work.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = format!("{};\n{};\nSELECT 4242 AS alive;\n\\q\n", or(1000), or(6000));
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), script.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("4242"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("more than 10000 operators"), "{stderr}");
+}
+
+/// Finding 3: `--memory-limit` bounds results and functions that build text; the process
+/// fails with a message instead of aborting.
+#[test]
+fn memory_limits_fail_cleanly() {
+    let work = tempfile::TempDir::new().unwrap();
+    let (ds, _) = ingest_fixture(work.path(), "csv_valid_base.csv");
+    for extra in [&["--memory-limit", "512M"][..], &[][..]] {
+        let (code, _, err) = sql(&ds, "SELECT length(repeat('x', 2000000000))", extra);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("repeat() would build 1907 MiB"), "{err}");
+    }
+    let (code, _, err) = sql(
+        &ds,
+        "SELECT repeat('y', 1000) AS s FROM generate_series(1, 200000)",
+        &["--memory-limit", "64M", "--format", "csv"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("needs more than the memory limit of 64 MiB"), "{err}");
+    // Within the limit the same kind of query runs.
+    let (code, out, err) = sql(
+        &ds,
+        "SELECT count(*) FROM (SELECT repeat('y', 1000) AS s FROM generate_series(1, 200000))",
+        &["--memory-limit", "64M", "--format", "csv"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.lines().nth(1), Some("200000"));
+    let (code, _, err) = sql(&ds, "SELECT 1", &["--memory-limit", "lots"]);
+    assert_eq!(code, Some(2), "{err}");
+}
