@@ -243,32 +243,31 @@ fn sources_section(b: &mut Builder) {
                 .collect(),
         ));
         let any = |c: &str| d.capabilities.iter().any(|r| r.b(c));
-        if !any("has_owners") {
-            let f = cannot(
-                1,
+        // (capability, what cannot be concluded without it, what is missing, how to collect it)
+        let needs = [
+            (
+                "has_owners",
                 "which owner (framework component) holds the memory",
                 "owners on MALLOC rows",
                 "`--analysis=decompose` (config.json analysisType bit 1)",
-            );
-            blocks.push(b.push(f));
-        }
-        if !any("has_py_stacks") {
-            let f = cannot(
-                1,
+            ),
+            (
+                "has_py_stacks",
                 "which line of user code allocated the memory",
                 "Python call stacks",
                 "`--call-stack python:50` (config.json enablePyStack)",
-            );
-            blocks.push(b.push(f));
-        }
-        if !any("has_alloc_free") {
-            let f = cannot(
-                1,
+            ),
+            (
+                "has_alloc_free",
                 "block lifetimes (leaks, live memory)",
                 "alloc/free pairs (MALLOC and FREE rows)",
                 "alloc and free events collected and dumped (config.json eventType / dumpEventType bits 0 and 1)",
-            );
-            blocks.push(b.push(f));
+            ),
+        ];
+        for (capability, question, missing, collect) in needs {
+            if !any(capability) {
+                blocks.push(b.push(cannot(1, question, missing, collect)));
+            }
         }
         if !any("has_oom") && d.snap_oom.is_empty() {
             let f = cannot(
