@@ -32,7 +32,9 @@ fn main() {
         strict: false,
         progress: false,
     };
-    let report = runtime.block_on(ingest(&[input], &opts, &memq::catalog())).expect("ingest");
+    let report = runtime
+        .block_on(ingest(&[input], &opts, &memq::catalog()))
+        .expect("ingest");
     let secs = report.elapsed.as_secs_f64();
     println!("{}", report.summary());
     println!(

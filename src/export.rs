@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::output;
+use memq_core::error::{MemqError, Result};
 use memq_engine::library::Analysis;
 use memq_engine::Engine;
-use memq_core::error::{MemqError, Result};
-use crate::output;
 
 /// A file type for results written to a folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -170,6 +170,10 @@ mod tests {
             Selection::parse("a, b"),
             Selection::Named(vec!["a".into(), "b".into()])
         );
-        assert!(select(&Selection::Named(vec!["no_such_view".into()]), &crate::analyses()).is_err());
+        assert!(select(
+            &Selection::Named(vec!["no_such_view".into()]),
+            &crate::analyses()
+        )
+        .is_err());
     }
 }

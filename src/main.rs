@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use memq::error::{MemqError, Result};
-use memq::export::{self, FileFormat, Selection};
-use memq_ingest::{ingest, IngestOptions};
-use memq::open::{open_inputs, open_inputs_with, IngestTarget};
 use memq::exec::{self, PrintOptions};
+use memq::export::{self, FileFormat, Selection};
+use memq::open::{open_inputs, open_inputs_with, IngestTarget};
 use memq::output::Format;
 use memq::params::{self, Params};
 use memq::repl::{self, ReplOptions};
 use memq::run::{self as run_files, RunOutput};
+use memq_ingest::{ingest, IngestOptions};
 
 #[derive(Parser)]
 #[command(
@@ -401,7 +401,9 @@ fn main() -> ExitCode {
     if let Some(limit) = &cli.memory_limit {
         match memq::exec::parse_memory_limit(limit) {
             // Read by the engine and the ingest sorts; set before any thread starts.
-            Ok(bytes) => std::env::set_var("MEMQ_MEMORY_LIMIT_MB", (bytes >> 20).max(1).to_string()),
+            Ok(bytes) => {
+                std::env::set_var("MEMQ_MEMORY_LIMIT_MB", (bytes >> 20).max(1).to_string())
+            }
             Err(e) => {
                 eprintln!("memq: {e}");
                 return ExitCode::from(2);
@@ -427,7 +429,9 @@ fn main() -> ExitCode {
         Ok(Ok(outcome)) => outcome,
         // A panic was printed by the panic hook; keep the exit code a panic has (101).
         Ok(Err(_)) => return ExitCode::from(101),
-        Err(e) => Err(MemqError::Query(format!("cannot start the main thread: {e}"))),
+        Err(e) => Err(MemqError::Query(format!(
+            "cannot start the main thread: {e}"
+        ))),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use memq_ingest::cache::{self, CacheState};
 use memq_core::dataset;
-use memq_engine::Engine;
 use memq_core::error::Result;
+use memq_engine::Engine;
+use memq_ingest::cache::{self, CacheState};
 use memq_ingest::{ingest, IngestOptions, IngestReport};
 
 /// An opened input; keeps a temporary dataset alive as long as it is in use.

@@ -53,7 +53,11 @@ pub fn attr_target(data: &[u8]) -> Outcome {
     Ok(())
 }
 
-fn read_all(data: &[u8], capacity: usize, limit: Option<usize>) -> Result<(Vec<RawRecord>, u64), String> {
+fn read_all(
+    data: &[u8],
+    capacity: usize,
+    limit: Option<usize>,
+) -> Result<(Vec<RawRecord>, u64), String> {
     let mut r = RecordReader::new(BufReader::with_capacity(capacity, data));
     if let Some(l) = limit {
         r.set_limit(l);
@@ -82,7 +86,10 @@ pub fn records_target(data: &[u8]) -> Outcome {
     for rec in &big {
         if let Some((line, off)) = last {
             if rec.line <= line || rec.offset <= off {
-                return Err(format!("record at line {} offset {} after line {line} offset {off}", rec.line, rec.offset));
+                return Err(format!(
+                    "record at line {} offset {} after line {line} offset {off}",
+                    rec.line, rec.offset
+                ));
             }
         }
         last = Some((rec.line, rec.offset));
@@ -99,7 +106,17 @@ pub fn records_target(data: &[u8]) -> Outcome {
     }
     let (small, _) = read_all(data, 7, None)?;
     let key = |v: &[RawRecord]| -> Vec<(u64, u64, Vec<u8>, bool, bool)> {
-        v.iter().map(|r| (r.line, r.offset, r.bytes.clone(), r.terminated, r.unclosed_quote)).collect()
+        v.iter()
+            .map(|r| {
+                (
+                    r.line,
+                    r.offset,
+                    r.bytes.clone(),
+                    r.terminated,
+                    r.unclosed_quote,
+                )
+            })
+            .collect()
     };
     if key(&big) != key(&small) {
         return Err("the records depend on the read buffer's size".into());
@@ -107,11 +124,17 @@ pub fn records_target(data: &[u8]) -> Outcome {
     let limit = 64;
     let (cut, end) = read_all(data, 13, Some(limit))?;
     if end != data.len() as u64 {
-        return Err(format!("with a limit: consumed {end} of {} bytes", data.len()));
+        return Err(format!(
+            "with a limit: consumed {end} of {} bytes",
+            data.len()
+        ));
     }
     for rec in &cut {
         if rec.bytes.len() > limit.max(KEPT_OF_OVERSIZED) + 2 {
-            return Err(format!("a record of {} bytes passed the limit", rec.bytes.len()));
+            return Err(format!(
+                "a record of {} bytes passed the limit",
+                rec.bytes.len()
+            ));
         }
         if rec.oversized.is_none() && rec.bytes.len() > limit {
             return Err("a record over the limit is not marked oversized".into());
@@ -125,7 +148,12 @@ pub fn pickle_target(data: &[u8]) -> Outcome {
     match memq_pickle::decode(data) {
         Ok(_) => Ok(()),
         Err(e) if e.offset <= data.len() as u64 => Ok(()),
-        Err(e) => Err(format!("error offset {} beyond the input's {} bytes: {}", e.offset, data.len(), e.reason)),
+        Err(e) => Err(format!(
+            "error offset {} beyond the input's {} bytes: {}",
+            e.offset,
+            data.len(),
+            e.reason
+        )),
     }
 }
 
@@ -137,8 +165,12 @@ pub fn db_target(data: &[u8], scratch: &Path) -> Outcome {
     let db = dir.path().join("memscope_dump_fuzz.db");
     std::fs::write(&db, data).map_err(|e| e.to_string())?;
     let format = memq_memscope::Memscope;
-    let builder = memq_core::dataset::DatasetBuilder::create(&dir.path().join("o.memq"), true, &format.tables())
-        .map_err(|e| e.to_string())?;
+    let builder = memq_core::dataset::DatasetBuilder::create(
+        &dir.path().join("o.memq"),
+        true,
+        &format.tables(),
+    )
+    .map_err(|e| e.to_string())?;
     let sources = vec![Source {
         index: 0,
         path: db.clone(),

@@ -31,14 +31,76 @@ impl Rng {
 
 fn tokens(target: &str) -> &'static [&'static [u8]] {
     match target {
-        "attr" => &[b"{", b"}", b":", b",", b"size:", b"owner:", b"{\"size\":\"1\"}", b"0x", b"-", b"99999999999999999999", b"[", b"]", b"\\", b"\""],
-        "records" => &[b"\n", b"\r\n", b"\r", b"\"", b"\"\"", b",", b"1,MALLOC,", b"2,FREE,", b"\"{size:1}\"", b"\0", b"\xff", b"N/A"],
-        "pickle" => &[b"\x80\x04", b"\x95", b"}", b"]", b"(", b"t", b"s", b"a", b"e", b"u", b".", b"J", b"K", b"M", b"X", b"\x8c", b"h", b"q", b"r", b"\x94", b"0", b"2", b"c", b"\x93", b"R"],
-        _ => &[b"SQLite format 3\0", b"\0\0", b"\xff\xff", b"memscope_dump", b"CREATE TABLE"],
+        "attr" => &[
+            b"{",
+            b"}",
+            b":",
+            b",",
+            b"size:",
+            b"owner:",
+            b"{\"size\":\"1\"}",
+            b"0x",
+            b"-",
+            b"99999999999999999999",
+            b"[",
+            b"]",
+            b"\\",
+            b"\"",
+        ],
+        "records" => &[
+            b"\n",
+            b"\r\n",
+            b"\r",
+            b"\"",
+            b"\"\"",
+            b",",
+            b"1,MALLOC,",
+            b"2,FREE,",
+            b"\"{size:1}\"",
+            b"\0",
+            b"\xff",
+            b"N/A",
+        ],
+        "pickle" => &[
+            b"\x80\x04",
+            b"\x95",
+            b"}",
+            b"]",
+            b"(",
+            b"t",
+            b"s",
+            b"a",
+            b"e",
+            b"u",
+            b".",
+            b"J",
+            b"K",
+            b"M",
+            b"X",
+            b"\x8c",
+            b"h",
+            b"q",
+            b"r",
+            b"\x94",
+            b"0",
+            b"2",
+            b"c",
+            b"\x93",
+            b"R",
+        ],
+        _ => &[
+            b"SQLite format 3\0",
+            b"\0\0",
+            b"\xff\xff",
+            b"memscope_dump",
+            b"CREATE TABLE",
+        ],
     }
 }
 
-const INTERESTING: &[u8] = &[0, 1, 0x7f, 0x80, 0xff, b'\n', b'\r', b'"', b',', b':', b'{', b'}'];
+const INTERESTING: &[u8] = &[
+    0, 1, 0x7f, 0x80, 0xff, b'\n', b'\r', b'"', b',', b':', b'{', b'}',
+];
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], input: &[u8], target: &str, max_len: usize) -> Vec<u8> {
     let mut data = input.to_vec();
@@ -104,7 +166,12 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], input: &[u8], target: &str, max_len:
 
 fn load_seeds(dir: &Path) -> Vec<Vec<u8>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect()
+        })
         .unwrap_or_default();
     files.sort();
     files.iter().filter_map(|p| std::fs::read(p).ok()).collect()
@@ -124,7 +191,11 @@ fn fuzz(target: &str, seconds: u64, corpus: &Path, crashes: &Path, seed: u64) ->
         _ => 64 << 10,
     };
     let mut rng = Rng(seed | 1);
-    let mut stats = Stats { execs: 0, failures: 0, slowest: Duration::ZERO };
+    let mut stats = Stats {
+        execs: 0,
+        failures: 0,
+        slowest: Duration::ZERO,
+    };
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut pool: Vec<Vec<u8>> = seeds.clone();
     if pool.is_empty() {
@@ -141,7 +212,9 @@ fn fuzz(target: &str, seconds: u64, corpus: &Path, crashes: &Path, seed: u64) ->
             }
         };
         let started = Instant::now();
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| memq_fuzz::run(target, &input, scratch.path())));
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            memq_fuzz::run(target, &input, scratch.path())
+        }));
         let took = started.elapsed();
         stats.slowest = stats.slowest.max(took);
         stats.execs += 1;
@@ -150,17 +223,24 @@ fn fuzz(target: &str, seconds: u64, corpus: &Path, crashes: &Path, seed: u64) ->
             Ok(Err(why)) => Some(why),
             Err(p) => Some(format!(
                 "panic: {}",
-                p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
             )),
         };
-        let failure = failure.or_else(|| (took > Duration::from_secs(5)).then(|| format!("slow: {took:?}")));
+        let failure =
+            failure.or_else(|| (took > Duration::from_secs(5)).then(|| format!("slow: {took:?}")));
         if let Some(why) = failure {
             stats.failures += 1;
             let _ = std::fs::create_dir_all(crashes);
             let name = format!("{target}-{:016x}.bin", fnv(&input));
             let path = crashes.join(&name);
             let _ = std::fs::write(&path, &input);
-            eprintln!("memq-fuzz: {target}: {why} (input saved to {})", path.display());
+            eprintln!(
+                "memq-fuzz: {target}: {why} (input saved to {})",
+                path.display()
+            );
             if stats.failures >= 20 {
                 break;
             }
@@ -174,17 +254,25 @@ fn fuzz(target: &str, seconds: u64, corpus: &Path, crashes: &Path, seed: u64) ->
 }
 
 fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut target = None;
-    let mut seconds: u64 = std::env::var("MEMQ_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let mut seconds: u64 = std::env::var("MEMQ_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
     let mut corpus = root.join("corpus");
     let mut crashes = root.join("crashes");
-    let mut seed: u64 = std::env::var("MEMQ_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6d65_6d71);
+    let mut seed: u64 = std::env::var("MEMQ_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x6d65_6d71);
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -203,9 +291,16 @@ fn main() {
     let targets: Vec<&str> = if target == "all" {
         memq_fuzz::TARGETS.to_vec()
     } else if memq_fuzz::TARGETS.contains(&target.as_str()) {
-        vec![memq_fuzz::TARGETS.iter().find(|t| **t == target).copied().unwrap_or("attr")]
+        vec![memq_fuzz::TARGETS
+            .iter()
+            .find(|t| **t == target)
+            .copied()
+            .unwrap_or("attr")]
     } else {
-        eprintln!("memq-fuzz: targets: {} or all", memq_fuzz::TARGETS.join(", "));
+        eprintln!(
+            "memq-fuzz: targets: {} or all",
+            memq_fuzz::TARGETS.join(", ")
+        );
         std::process::exit(2);
     };
     // Panics are reported by the driver, once per input.

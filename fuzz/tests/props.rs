@@ -42,7 +42,12 @@ fn key() -> impl Strategy<Value = String> {
 
 /// Attr values without the `,key:` pattern that would start a new item.
 fn value() -> impl Strategy<Value = String> {
-    prop_oneof!["[0-9]{1,12}", "0x[0-9a-f]{1,16}", "[A-Za-z@.]{0,12}", "\\[[0-9, ]{0,10}\\]"]
+    prop_oneof![
+        "[0-9]{1,12}",
+        "0x[0-9a-f]{1,16}",
+        "[A-Za-z@.]{0,12}",
+        "\\[[0-9, ]{0,10}\\]"
+    ]
 }
 
 proptest! {

@@ -3,10 +3,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-
-use memq_core::error::{MemqError, Result};
 use crate::output::{BytesDisplay, Format};
 use crate::params;
+use memq_core::error::{MemqError, Result};
 
 use super::Session;
 
@@ -264,7 +263,11 @@ impl Session {
     async fn describe(&self, name: &str) -> Result<String> {
         let ctx = &self.engine().ctx;
         let mut out = String::new();
-        if let Some(def) = crate::catalog().tables().into_iter().find(|t| t.name == name) {
+        if let Some(def) = crate::catalog()
+            .tables()
+            .into_iter()
+            .find(|t| t.name == name)
+        {
             let _ = writeln!(
                 out,
                 "Table {name} ({} rows): {}\n",

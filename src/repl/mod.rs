@@ -16,12 +16,12 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{CompletionType, Config, Editor};
 
-use memq_engine::Engine;
-use memq_core::error::{MemqError, Result};
+use crate::exec::{self, PrintOptions, StatementResult};
 use crate::open::Opened;
 use crate::output::{BytesDisplay, Format};
 use crate::params::Params;
-use crate::exec::{self, PrintOptions, StatementResult};
+use memq_core::error::{MemqError, Result};
+use memq_engine::Engine;
 
 use completer::{MemqHelper, Vocabulary};
 use meta::Next;

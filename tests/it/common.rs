@@ -149,7 +149,9 @@ pub async fn shared_engine(inputs: &[PathBuf]) -> Engine {
 /// Ingests and opens; panics on error (for tests of good inputs).
 pub async fn open(inputs: &[PathBuf]) -> (Ingested, Engine) {
     let ing = ingest_temp(inputs).await.expect("ingest");
-    let engine = Engine::open(&ing.dataset, &memq::catalog()).await.expect("open");
+    let engine = Engine::open(&ing.dataset, &memq::catalog())
+        .await
+        .expect("open");
     (ing, engine)
 }
 

@@ -22,9 +22,15 @@ fn write_dump(path: &Path, rows: u64) {
     for i in 0..rows {
         let ptr = 0x1000_0000_0000u64 + (i / 2) * 0x20_0000;
         let (event, attr) = if i % 2 == 0 {
-            ("MALLOC", format!("{{allocation_id:{i},addr:0x{ptr:016x},size:2097152,owner:CANN@APP}}"))
+            (
+                "MALLOC",
+                format!("{{allocation_id:{i},addr:0x{ptr:016x},size:2097152,owner:CANN@APP}}"),
+            )
         } else {
-            ("FREE", format!("{{allocation_id:{},addr:0x{ptr:016x},size:2097152}}", i - 1))
+            (
+                "FREE",
+                format!("{{allocation_id:{},addr:0x{ptr:016x},size:2097152}}", i - 1),
+            )
         };
         writeln!(
             f,
@@ -37,7 +43,9 @@ fn write_dump(path: &Path, rows: u64) {
 
 fn memq() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_memq"));
-    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     c
 }
 
@@ -52,7 +60,9 @@ fn leftovers(dir: &Path, name: &str) -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!(".{name}.tmp")) || n.starts_with(&format!(".{name}.old")))
+        .filter(|n| {
+            n.starts_with(&format!(".{name}.tmp")) || n.starts_with(&format!(".{name}.old"))
+        })
         .collect()
 }
 
@@ -77,20 +87,33 @@ fn sigkill_during_ingest_leaves_no_dataset_and_the_next_run_cleans_up() {
         let child = ingest(&input, &out).spawn().unwrap();
         if kill_after(child, Duration::from_millis(ms)) {
             killed += 1;
-            assert!(!out.exists(), "a dataset appeared at the target after SIGKILL at {ms} ms");
+            assert!(
+                !out.exists(),
+                "a dataset appeared at the target after SIGKILL at {ms} ms"
+            );
         } else {
             // It finished before the kill: then the dataset is whole.
             assert_eq!(manifest_rows(&out, "events"), ROWS);
             fs::remove_dir_all(&out).unwrap();
         }
     }
-    assert!(killed >= 2, "only {killed} runs were killed mid-way; the input is too small");
+    assert!(
+        killed >= 2,
+        "only {killed} runs were killed mid-way; the input is too small"
+    );
     let done = ingest(&input, &out).output().unwrap();
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(done.status.success(), "{stderr}");
     assert_eq!(manifest_rows(&out, "events"), ROWS);
-    assert!(leftovers(dir.path(), "big.memq").is_empty(), "{:?}", leftovers(dir.path(), "big.memq"));
-    assert!(stderr.contains("left by a killed or failed run"), "{stderr}");
+    assert!(
+        leftovers(dir.path(), "big.memq").is_empty(),
+        "{:?}",
+        leftovers(dir.path(), "big.memq")
+    );
+    assert!(
+        stderr.contains("left by a killed or failed run"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -112,9 +135,17 @@ fn force_after_a_crash_keeps_the_old_dataset_and_then_replaces_it() {
     fs::write(dir.path().join(".x.memq.old/manifest.json"), "stale").unwrap();
     fs::create_dir_all(dir.path().join(".x.memq.tmp-999999999/events")).unwrap();
     let done = ingest(&big, &out).output().unwrap();
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert_eq!(manifest_rows(&out, "events"), ROWS);
-    assert!(leftovers(dir.path(), "x.memq").is_empty(), "{:?}", leftovers(dir.path(), "x.memq"));
+    assert!(
+        leftovers(dir.path(), "x.memq").is_empty(),
+        "{:?}",
+        leftovers(dir.path(), "x.memq")
+    );
 }
 
 #[test]
@@ -123,7 +154,9 @@ fn concurrent_ingests_into_one_target_all_succeed() {
     let input = dir.path().join("memscope_dump_a.csv");
     write_dump(&input, 2000);
     let out = dir.path().join("same.memq");
-    let children: Vec<Child> = (0..4).map(|_| ingest(&input, &out).spawn().unwrap()).collect();
+    let children: Vec<Child> = (0..4)
+        .map(|_| ingest(&input, &out).spawn().unwrap())
+        .collect();
     for c in children {
         let o = c.wait_with_output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -168,21 +201,36 @@ fn concurrent_shells_share_one_cache_ingest() {
                 let o = c.wait_with_output().unwrap();
                 let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
                 assert!(o.status.success(), "{round}: {stderr}");
-                assert!(String::from_utf8_lossy(&o.stdout).contains("4000"), "{round}: {stderr}");
+                assert!(
+                    String::from_utf8_lossy(&o.stdout).contains("4000"),
+                    "{round}: {stderr}"
+                );
                 stderr
             })
             .collect()
     };
     let first = shells("empty cache");
-    let ingested = first.iter().filter(|s| s.contains("ingested into cache")).count();
-    let reused = first.iter().filter(|s| s.contains("using cached dataset")).count();
+    let ingested = first
+        .iter()
+        .filter(|s| s.contains("ingested into cache"))
+        .count();
+    let reused = first
+        .iter()
+        .filter(|s| s.contains("using cached dataset"))
+        .count();
     assert_eq!((ingested, reused), (1, 3), "{first:#?}");
     // The input changes: one refresh.
     std::thread::sleep(Duration::from_millis(20));
     write_dump(&input, 4000);
     let second = shells("refresh");
-    let refreshed = second.iter().filter(|s| s.contains("ingested again")).count();
-    let reused = second.iter().filter(|s| s.contains("using cached dataset")).count();
+    let refreshed = second
+        .iter()
+        .filter(|s| s.contains("ingested again"))
+        .count();
+    let reused = second
+        .iter()
+        .filter(|s| s.contains("using cached dataset"))
+        .count();
     assert_eq!((refreshed, reused), (1, 3), "{second:#?}");
     let datasets: Vec<PathBuf> = fs::read_dir(cache.join("memq/datasets"))
         .unwrap()

@@ -91,9 +91,16 @@ async fn legacy_leaks_db_ingests_whole() {
          GROUP BY pid, ptr HAVING count(*) > 1)",
     )
     .await;
-    assert_eq!(hal_free_twice, i(&o["hal_ptrs_freed_more_than_once_same_pid"])); // 10
     assert_eq!(
-        int(&e, "SELECT count(*) FROM events WHERE event = 'FREE' AND event_type = 'PTA' AND size < 0").await,
+        hal_free_twice,
+        i(&o["hal_ptrs_freed_more_than_once_same_pid"])
+    ); // 10
+    assert_eq!(
+        int(
+            &e,
+            "SELECT count(*) FROM events WHERE event = 'FREE' AND event_type = 'PTA' AND size < 0"
+        )
+        .await,
         i(&o["pta_free_rows_negative_size"]) // 4 640
     );
 }
@@ -103,9 +110,12 @@ async fn legacy_leaks_db_ingests_whole() {
 #[tokio::test]
 async fn legacy_leaks_db_pairs_blocks_per_process() {
     let o = &oracle()["leaks_dump_msinsight_db"];
-    let rule = &o["free_classification_by_pairing_key"]["pid_pool_ptr (the pairing rule used for the peaks)"];
+    let rule = &o["free_classification_by_pairing_key"]
+        ["pid_pool_ptr (the pairing rule used for the peaks)"];
     let e = shared_engine(&[legacy_db()]).await;
-    let kind = |k: &str| format!("SELECT count(*) FROM blocks WHERE free_kind = '{k}' AND alloc_ts IS NOT NULL");
+    let kind = |k: &str| {
+        format!("SELECT count(*) FROM blocks WHERE free_kind = '{k}' AND alloc_ts IS NOT NULL")
+    };
     assert_eq!(int(&e, &kind("real")).await, i(&rule["paired"])); // 4 857
     assert_eq!(int(&e, &kind("none")).await, i(&rule["live_at_end"])); // 27
     assert_eq!(int(&e, &kind("replaced")).await, i(&rule["malloc_on_live"])); // 0
@@ -139,7 +149,11 @@ async fn legacy_leaks_db_pairs_blocks_per_process() {
             );
             let got = query_json(&e, &sql).await;
             assert_eq!(i(&got[0]["peak_bytes"]), i(&p[key]), "{sql}");
-            assert_eq!(i(&got[0]["peak_ts"]), i(&p[format!("{key}_ts_ns")]), "{sql}");
+            assert_eq!(
+                i(&got[0]["peak_ts"]),
+                i(&p[format!("{key}_ts_ns")]),
+                "{sql}"
+            );
         }
     }
 }
@@ -169,9 +183,13 @@ async fn host_pinned_db() {
     let e = shared_engine(&[shared_fixture("memscope/insight/memscope_host_pinned.db")]).await;
     assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0);
     assert_eq!(int(&e, "SELECT count(*) FROM events").await, i(&o["rows"])); // 10
-    let multi_line = "SELECT count(*) FROM events WHERE strpos(rtrim(stack_py, chr(10)), chr(10)) > 0 \
+    let multi_line =
+        "SELECT count(*) FROM events WHERE strpos(rtrim(stack_py, chr(10)), chr(10)) > 0 \
                       OR strpos(rtrim(stack_c, chr(10)), chr(10)) > 0";
-    assert_eq!(int(&e, multi_line).await, i(&o["rows_with_a_multi_line_stack"])); // 7
+    assert_eq!(
+        int(&e, multi_line).await,
+        i(&o["rows_with_a_multi_line_stack"])
+    ); // 7
     let got = &query_json(
         &e,
         "SELECT peak_bytes, peak_ts FROM peaks WHERE metric = 'live' AND pool = 'HOST_PINNED'",
@@ -191,8 +209,16 @@ async fn real_snapshots_give_the_oracle_figures() {
     for (file, fig) in o["snapshots"].as_object().unwrap() {
         let e = shared_engine(&[shared_fixture(&format!("snapshots/real/{file}"))]).await;
         assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0, "{file}");
-        assert_eq!(int(&e, "SELECT count(*) FROM snap_segments").await, i(&fig["segments"]), "{file}");
-        assert_eq!(int(&e, "SELECT count(*) FROM snap_blocks").await, i(&fig["blocks"]), "{file}");
+        assert_eq!(
+            int(&e, "SELECT count(*) FROM snap_segments").await,
+            i(&fig["segments"]),
+            "{file}"
+        );
+        assert_eq!(
+            int(&e, "SELECT count(*) FROM snap_blocks").await,
+            i(&fig["blocks"]),
+            "{file}"
+        );
         for d in fig["per_device"].as_array().unwrap() {
             let dev = i(&d["device"]);
             let seg = &query_json(
@@ -203,7 +229,11 @@ async fn real_snapshots_give_the_oracle_figures() {
             )
             .await[0];
             assert_eq!(i(&seg["n"]), i(&d["segments"]), "{file} device {dev}");
-            assert_eq!(i(&seg["reserved"]), i(&d["reserved_bytes"]), "{file} device {dev}");
+            assert_eq!(
+                i(&seg["reserved"]),
+                i(&d["reserved_bytes"]),
+                "{file} device {dev}"
+            );
             let allocated = int(
                 &e,
                 &format!(
@@ -234,9 +264,17 @@ async fn real_snapshots_give_the_oracle_figures() {
                 &format!("SELECT active_peak, active_peak_seq, trace_wrapped FROM snap_peak WHERE device = {dev}"),
             )
             .await;
-            assert_eq!(i(&peak[0]["active_peak"]) - pending, i(&mv["peak"]), "{file} device {dev}");
+            assert_eq!(
+                i(&peak[0]["active_peak"]) - pending,
+                i(&mv["peak"]),
+                "{file} device {dev}"
+            );
             // No real trace shows a sign of a wrapped ring buffer.
-            assert_ne!(peak[0]["trace_wrapped"], Value::Bool(true), "{file} device {dev}");
+            assert_ne!(
+                peak[0]["trace_wrapped"],
+                Value::Bool(true),
+                "{file} device {dev}"
+            );
             if i(&mv["peak_trace_index"]) >= 0 || d["trace_entries"].as_i64().unwrap_or(0) > 0 {
                 assert_eq!(
                     i(&peak[0]["active_peak_seq"]),
@@ -263,9 +301,13 @@ async fn profiler_tables_and_analyses() {
     let e = shared_engine(&profiler_inputs()).await;
     assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0);
     let mr = &o["memory_record"];
-    assert_eq!(int(&e, "SELECT count(*) FROM prof_memory_record").await, i(&mr["rows"])); // 1 003
+    assert_eq!(
+        int(&e, "SELECT count(*) FROM prof_memory_record").await,
+        i(&mr["rows"])
+    ); // 1 003
     for (component, n) in mr["rows_per_component"].as_object().unwrap() {
-        let sql = format!("SELECT count(*) FROM prof_memory_record WHERE component = '{component}'");
+        let sql =
+            format!("SELECT count(*) FROM prof_memory_record WHERE component = '{component}'");
         assert_eq!(int(&e, &sql).await, i(n), "{sql}");
     }
     // Peak per component and metric, with its time and line.
@@ -288,25 +330,43 @@ async fn profiler_tables_and_analyses() {
             assert_eq!(i(&got[0]["peak_bytes"]), i(&want["peak_bytes"]), "{sql}");
             assert_eq!(i(&got[0]["peak_ts"]), i(&want["peak_ts_ns"]), "{sql}");
             // file_row is 1-based over data rows: line = file_row + 1.
-            assert_eq!(i(&got[0]["peak_line"]), i(&want["peak_file_row"]) + 1, "{sql}");
+            assert_eq!(
+                i(&got[0]["peak_line"]),
+                i(&want["peak_file_row"]) + 1,
+                "{sql}"
+            );
             assert_eq!(i(&got[0]["points"]), i(&want["rows_with_value"]), "{sql}");
         }
     }
     assert_eq!(peaks, 9);
-    assert_eq!(int(&e, "SELECT count(*) FROM prof_component_peaks").await, 9);
+    assert_eq!(
+        int(&e, "SELECT count(*) FROM prof_component_peaks").await,
+        9
+    );
 
     let om = &o["operator_memory"];
-    assert_eq!(int(&e, "SELECT count(*) FROM prof_operator_memory").await, i(&om["rows"])); // 184
+    assert_eq!(
+        int(&e, "SELECT count(*) FROM prof_operator_memory").await,
+        i(&om["rows"])
+    ); // 184
     assert_eq!(
         int(&e, "SELECT sum(size) FROM prof_operator_memory").await,
         i(&om["total_bytes"]) // 1 495 289 344
     );
     assert_eq!(
-        int(&e, "SELECT count(*) FROM prof_operator_memory WHERE release_ts IS NULL").await,
+        int(
+            &e,
+            "SELECT count(*) FROM prof_operator_memory WHERE release_ts IS NULL"
+        )
+        .await,
         i(&om["never_released"]) // 24
     );
     assert_eq!(
-        int(&e, "SELECT count(*) FROM prof_operator_memory WHERE duration <> release_ts - alloc_ts").await,
+        int(
+            &e,
+            "SELECT count(*) FROM prof_operator_memory WHERE duration <> release_ts - alloc_ts"
+        )
+        .await,
         0
     );
     // Largest allocations: the two tied at 150 995 456 bytes, earliest first.
@@ -336,11 +396,18 @@ async fn profiler_tables_and_analyses() {
     assert_eq!(i(&longest[0]["size"]), i(&want["bytes"]));
     assert_eq!(i(&longest[0]["held"]), i(&want["held_ns"])); // 34 742 240
     assert_eq!(
-        int(&e, "SELECT count(*) FROM prof_longest_held WHERE held_rank IS NULL AND held_to_end > 0").await,
+        int(
+            &e,
+            "SELECT count(*) FROM prof_longest_held WHERE held_rank IS NULL AND held_to_end > 0"
+        )
+        .await,
         i(&om["never_released"])
     );
     // Operators live at each component's allocated peak.
-    for p in o["operators_live_at_component_peak_allocated"].as_array().unwrap() {
+    for p in o["operators_live_at_component_peak_allocated"]
+        .as_array()
+        .unwrap()
+    {
         let sql = format!(
             "SELECT count(*) AS n, sum(size) AS bytes, min(peak_ts) AS t, min(peak_bytes) AS peak \
              FROM prof_live_at_peak WHERE component = '{}' AND device = '{}'",
@@ -379,19 +446,34 @@ async fn profiler_tables_and_analyses() {
 #[tokio::test]
 async fn profiler_output_folder_is_detected() {
     let dir = tempfile::TempDir::new().unwrap();
-    let out = dir.path().join("run/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT");
+    let out = dir
+        .path()
+        .join("run/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT");
     std::fs::create_dir_all(&out).unwrap();
     for f in profiler_inputs() {
         std::fs::copy(&f, out.join(f.file_name().unwrap())).unwrap();
     }
     std::fs::write(out.join("kernel_details.csv"), "Name,Type\nx,y\n").unwrap();
-    let ing = crate::common::ingest_temp(&[dir.path().join("run")]).await.unwrap();
-    let e = memq_engine::Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
-    assert_eq!(int(&e, "SELECT count(*) FROM prof_memory_record").await, 1003);
-    assert_eq!(int(&e, "SELECT count(*) FROM prof_operator_memory").await, 184);
+    let ing = crate::common::ingest_temp(&[dir.path().join("run")])
+        .await
+        .unwrap();
+    let e = memq_engine::Engine::open(&ing.dataset, &memq::catalog())
+        .await
+        .unwrap();
+    assert_eq!(
+        int(&e, "SELECT count(*) FROM prof_memory_record").await,
+        1003
+    );
+    assert_eq!(
+        int(&e, "SELECT count(*) FROM prof_operator_memory").await,
+        184
+    );
     assert_eq!(
         rows(&e, "SELECT kind FROM sources ORDER BY kind").await,
-        vec![vec!["profiler_memory_record".to_string()], vec!["profiler_operator_memory".to_string()]]
+        vec![
+            vec!["profiler_memory_record".to_string()],
+            vec!["profiler_operator_memory".to_string()]
+        ]
     );
 }
 
@@ -428,10 +510,22 @@ async fn db_and_csv_readers_share_the_id_rules() {
 #[test]
 fn pickles_that_are_not_snapshots_are_refused() {
     for (file, fragment) in [
-        ("pickle_list_of_ints.pickle", "not a PyTorch memory snapshot"),
-        ("pickle_dict_without_segments.pickle", "neither segments nor device_traces"),
-        ("pickle_segments_wrong_type.pickle", "segments is a str, not a list"),
-        ("pickle_segments_list_of_ints.pickle", "segments[0] is an int"),
+        (
+            "pickle_list_of_ints.pickle",
+            "not a PyTorch memory snapshot",
+        ),
+        (
+            "pickle_dict_without_segments.pickle",
+            "neither segments nor device_traces",
+        ),
+        (
+            "pickle_segments_wrong_type.pickle",
+            "segments is a str, not a list",
+        ),
+        (
+            "pickle_segments_list_of_ints.pickle",
+            "segments[0] is an int",
+        ),
     ] {
         let (code, stderr) = ingest_cli(&fixture(&format!("hostile/{file}")));
         assert_eq!(code, 2, "{file}: {stderr}");
@@ -447,7 +541,10 @@ fn pickles_that_are_not_snapshots_are_refused() {
 /// committed rows in its -wal are read too.
 #[test]
 fn wal_dbs_are_read_without_writing_beside_them() {
-    for (db, wal, events) in [("db_wal_clean.db", false, 10), ("db_wal_pending.db", true, 10)] {
+    for (db, wal, events) in [
+        ("db_wal_clean.db", false, 10),
+        ("db_wal_pending.db", true, 10),
+    ] {
         let dir = tempfile::TempDir::new().unwrap();
         let input = dir.path().join("in");
         std::fs::create_dir(&input).unwrap();
@@ -461,7 +558,10 @@ fn wal_dbs_are_read_without_writing_beside_them() {
                 .unwrap()
                 .map(|e| {
                     let e = e.unwrap();
-                    (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
                 })
                 .collect();
             v.sort();
@@ -475,11 +575,17 @@ fn wal_dbs_are_read_without_writing_beside_them() {
             env!("CARGO_BIN_EXE_memq"),
             dataset.display()
         );
-        let namespaced = Command::new("unshare").args(["-m", "sh", "-c", &script]).output();
+        let namespaced = Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .output();
         let out = match namespaced {
-            Ok(out) if !["unshare:", "mount:"]
-                .iter()
-                .any(|m| String::from_utf8_lossy(&out.stderr).contains(m)) => out,
+            Ok(out)
+                if !["unshare:", "mount:"]
+                    .iter()
+                    .any(|m| String::from_utf8_lossy(&out.stderr).contains(m)) =>
+            {
+                out
+            }
             // No mount namespace here: the same run in the (writable) folder.
             _ => memq()
                 .args(["ingest"])
@@ -490,11 +596,21 @@ fn wal_dbs_are_read_without_writing_beside_them() {
                 .output()
                 .unwrap(),
         };
-        assert!(out.status.success(), "{db}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(listing(&input), before, "{db}: files beside the input changed");
+        assert!(
+            out.status.success(),
+            "{db}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            listing(&input),
+            before,
+            "{db}: files beside the input changed"
+        );
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            let e = memq_engine::Engine::open(&dataset, &memq::catalog()).await.unwrap();
+            let e = memq_engine::Engine::open(&dataset, &memq::catalog())
+                .await
+                .unwrap();
             assert_eq!(int(&e, "SELECT count(*) FROM events").await, events, "{db}");
             assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0, "{db}");
         });
@@ -506,7 +622,12 @@ fn wal_dbs_are_read_without_writing_beside_them() {
 fn unknown_db_schema_lists_found_and_needed_columns() {
     let (code, stderr) = ingest_cli(&fixture("hostile/db_foreign_columns.db"));
     assert_eq!(code, 2, "{stderr}");
-    for fragment in ["db_foreign_columns.db", "lacks ID, Event or Timestamp", "found a, b, c", "needed ID"] {
+    for fragment in [
+        "db_foreign_columns.db",
+        "lacks ID, Event or Timestamp",
+        "found a, b, c",
+        "needed ID",
+    ] {
         assert!(stderr.contains(fragment), "{fragment}: {stderr}");
     }
 }
@@ -518,7 +639,9 @@ async fn unknown_events_are_kept_and_counted() {
     let dir = tempfile::TempDir::new().unwrap();
     let dump = dir.path().join("memscope_dump_20251205020000.csv");
     let mut text = std::fs::read_to_string(fixture("hostile/csv_valid_base.csv")).unwrap();
-    text.push_str("90,MEMORY_POOL_EXPAND,NEW_KIND,,1764900000000900000,2579302,2579302,0,N/A,{size:1},,\n");
+    text.push_str(
+        "90,MEMORY_POOL_EXPAND,NEW_KIND,,1764900000000900000,2579302,2579302,0,N/A,{size:1},,\n",
+    );
     text.push_str(
         "91,SNAPSHOT,SNAPSHOT,OOM_Snapshot,1764900000000900001,2579302,2579302,0,N/A,\
          \"{reserved:4096,allocated:1024,total:8192,free:2048,device_rate:75.000000,reserved_rate:25.000000}\",,\n",
@@ -537,7 +660,13 @@ async fn unknown_events_are_kept_and_counted() {
     )
     .await[0];
     assert_eq!(
-        [&snap["reserved"], &snap["allocated"], &snap["total_mem"], &snap["free_mem"]].map(i),
+        [
+            &snap["reserved"],
+            &snap["allocated"],
+            &snap["total_mem"],
+            &snap["free_mem"]
+        ]
+        .map(i),
         [4096, 1024, 8192, 2048]
     );
 }

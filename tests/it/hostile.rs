@@ -156,11 +156,17 @@ fn every_corpus_file_behaves_as_expected() {
         .arg("--generated")
         .arg(&gen)
         .status()
-        .expect("python3 fixtures/hostile/make.py --generated (python3 is needed for the gen/ files)");
+        .expect(
+            "python3 fixtures/hostile/make.py --generated (python3 is needed for the gen/ files)",
+        );
     assert!(made.success(), "make.py --generated failed");
 
     let entries = expected();
-    assert!(entries.len() >= 69, "expected.tsv has {} entries", entries.len());
+    assert!(
+        entries.len() >= 69,
+        "expected.tsv has {} entries",
+        entries.len()
+    );
     let mut failures = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let input = locate(&e.file, &gen, &copies);
@@ -236,7 +242,11 @@ fn every_corpus_file_behaves_as_expected() {
         let _ = std::fs::remove_dir_all(&out);
     }
     // SQLite must not have written next to the WAL copies' originals.
-    for f in ["db_wal_clean.db-shm", "db_wal_pending.db-shm", "db_wal_clean.db-wal"] {
+    for f in [
+        "db_wal_clean.db-shm",
+        "db_wal_pending.db-shm",
+        "db_wal_clean.db-wal",
+    ] {
         assert!(
             !fixture("hostile").join(f).exists(),
             "{f} appeared in fixtures/hostile"
@@ -276,7 +286,12 @@ fn sql(dataset: &Path, query: &str, extra: &[&str]) -> (Option<i32>, String, Str
 fn ingest_fixture(work: &Path, file: &str) -> (PathBuf, String) {
     let out = work.join(format!("{file}.memq"));
     let o = Command::new(env!("CARGO_BIN_EXE_memq"))
-        .args(["ingest".as_ref(), fixture("hostile").join(file).as_os_str(), "-o".as_ref(), out.as_os_str()])
+        .args([
+            "ingest".as_ref(),
+            fixture("hostile").join(file).as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
         .output()
         .expect("memq ingest");
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -291,16 +306,30 @@ fn timestamp_units_are_decided_per_row() {
     let work = tempfile::TempDir::new().unwrap();
     for file in ["csv_ts_us_then_ns.csv", "csv_ts_ns_then_us.csv"] {
         let (ds, stderr) = ingest_fixture(work.path(), file);
-        assert!(stderr.contains("timestamp unit changes") && stderr.contains(&format!("{file}:7:")), "{stderr}");
+        assert!(
+            stderr.contains("timestamp unit changes") && stderr.contains(&format!("{file}:7:")),
+            "{stderr}"
+        );
         let (code, out, err) = sql(&ds, "SELECT min(ts), max(ts), count(*) FROM events WHERE ts BETWEEN 1764900000000000000 AND 1764900001000000000", &["--format", "csv"]);
         assert_eq!(code, Some(0), "{err}");
         let row = out.lines().nth(1).unwrap_or_default();
-        assert!(row.ends_with(",10"), "{file}: every ts is a December 2025 ns value: {out}");
+        assert!(
+            row.ends_with(",10"),
+            "{file}: every ts is a December 2025 ns value: {out}"
+        );
     }
     let (ds, _) = ingest_fixture(work.path(), "csv_ts_declared_us_ns_values.csv");
-    let (_, out, _) = sql(&ds, "SELECT count(*) FROM rejects WHERE reason LIKE '%overflows%'", &["--format", "csv"]);
+    let (_, out, _) = sql(
+        &ds,
+        "SELECT count(*) FROM rejects WHERE reason LIKE '%overflows%'",
+        &["--format", "csv"],
+    );
     assert_eq!(out.lines().nth(1), Some("5"), "{out}");
-    let (_, out, _) = sql(&ds, "SELECT count(*) FROM events WHERE ts = 9223372036854775807", &["--format", "csv"]);
+    let (_, out, _) = sql(
+        &ds,
+        "SELECT count(*) FROM events WHERE ts = 9223372036854775807",
+        &["--format", "csv"],
+    );
     assert_eq!(out.lines().nth(1), Some("0"), "{out}");
 }
 
@@ -312,11 +341,18 @@ fn deep_expressions_never_overflow_the_stack() {
     let (ds, _) = ingest_fixture(work.path(), "csv_valid_base.csv");
     let or = |n: usize| {
         let terms: Vec<String> = (0..n).map(|i| format!("id = {i}")).collect();
-        format!("SELECT count(*) AS n FROM events WHERE {}", terms.join(" OR "))
+        format!(
+            "SELECT count(*) AS n FROM events WHERE {}",
+            terms.join(" OR ")
+        )
     };
     let (code, out, err) = sql(&ds, &or(5000), &["--format", "csv"]);
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(out.lines().nth(1), Some("10"), "ids 36.. are all below 5000: {out}");
+    assert_eq!(
+        out.lines().nth(1),
+        Some("10"),
+        "ids 36.. are all below 5000: {out}"
+    );
     let (code, _, err) = sql(&ds, &or(6000), &[]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("more than 10000 operators"), "{err}");
@@ -356,7 +392,10 @@ fn memory_limits_fail_cleanly() {
         &["--memory-limit", "64M", "--format", "csv"],
     );
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("needs more than the memory limit of 64 MiB"), "{err}");
+    assert!(
+        err.contains("needs more than the memory limit of 64 MiB"),
+        "{err}"
+    );
     // Within the limit the same kind of query runs.
     let (code, out, err) = sql(
         &ds,

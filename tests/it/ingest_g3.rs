@@ -1,8 +1,6 @@
 //! Ingest of the project-made G3 output folder (fixtures/memscope/g3_run, written by memq-gen
 //! with its ground truth): every typed column and every companion table checked.
 
-
-
 use crate::common::*;
 
 fn truth() -> serde_json::Value {

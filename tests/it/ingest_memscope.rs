@@ -1,7 +1,5 @@
 //! Ingest of msMemScope dumps: real samples, the tool's db form, and bad inputs.
 
-
-
 use std::fs;
 use std::path::PathBuf;
 
@@ -338,7 +336,9 @@ async fn ingesting_twice_gives_identical_tables_and_refuses_to_overwrite() {
         force: true,
         ..opts
     };
-    memq_ingest::ingest(&inputs[..1], &forced, &memq::catalog()).await.unwrap();
+    memq_ingest::ingest(&inputs[..1], &forced, &memq::catalog())
+        .await
+        .unwrap();
     let m = memq_core::dataset::Manifest::read(&a.dataset).unwrap();
     assert_eq!(m.sources.len(), 1);
     assert_eq!(m.sources[0].rows, 330);
@@ -439,7 +439,9 @@ async fn bad_rows_become_rejects_kept_verbatim() {
     let ing = ingest_temp(&[write(&dir, "memscope_dump_bad.csv", &bytes)])
         .await
         .unwrap();
-    let engine = memq_engine::Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
+    let engine = memq_engine::Engine::open(&ing.dataset, &memq::catalog())
+        .await
+        .unwrap();
     assert_eq!(int(&engine, "SELECT count(*) FROM events").await, 2);
     let r = rows(
         &engine,
@@ -485,10 +487,14 @@ async fn bad_rows_become_rejects_kept_verbatim() {
         strict: true,
         progress: false,
     };
-    let e = memq_ingest::ingest(&[dir.path().join("memscope_dump_bad.csv")], &opts, &memq::catalog())
-        .await
-        .err()
-        .unwrap();
+    let e = memq_ingest::ingest(
+        &[dir.path().join("memscope_dump_bad.csv")],
+        &opts,
+        &memq::catalog(),
+    )
+    .await
+    .err()
+    .unwrap();
     assert_eq!(e.exit_code(), 2);
     assert!(!out.exists());
 }

@@ -1,7 +1,5 @@
 //! One dataset holding several snapshot pickles and msMemScope dumps at once.
 
-
-
 use crate::common::*;
 
 #[tokio::test]

@@ -15,7 +15,6 @@ use memq_engine::Engine;
 use serde_json::Value;
 use tempfile::TempDir;
 
-
 use crate::common::rows;
 
 const SAMPLES: [&str; 4] = [

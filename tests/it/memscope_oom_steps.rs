@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use memq_engine::Engine;
 use serde_json::Value;
 
-
 use crate::common::{query_json as query, Row};
 
 const SAMPLES: &[&str] = &[

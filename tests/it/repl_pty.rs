@@ -2,15 +2,13 @@
 //! completion, meta commands, `\o` to Parquet, Ctrl-C during a long query, errors, history
 //! across sessions; and the auto-ingest cache of raw inputs.
 
-
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use memq_engine::Engine;
 use memq::repl::completer::{Vocabulary, KEYWORDS};
+use memq_engine::Engine;
 use rexpect::session::{spawn_with_options, Options, PtySession};
 use tempfile::TempDir;
 
@@ -120,7 +118,8 @@ fn multi_line_query_describe_and_timing() {
     p.exp_string(PROMPT).unwrap();
     p.send_line("\\bytes raw").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("SELECT max(size) AS size FROM events;").unwrap();
+    p.send_line("SELECT max(size) AS size FROM events;")
+        .unwrap();
     p.exp_string("18874368").unwrap();
     quit(p);
 }

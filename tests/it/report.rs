@@ -475,7 +475,10 @@ fn page_requests(bin: &Path, url: &str) -> Vec<String> {
     let log = dir.path().join("net.json");
     let o = headless(
         bin,
-        &["--dump-dom".into(), format!("--log-net-log={}", log.display())],
+        &[
+            "--dump-dom".into(),
+            format!("--log-net-log={}", log.display()),
+        ],
         url,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -486,9 +489,14 @@ fn page_requests(bin: &Path, url: &str) -> Vec<String> {
         .filter_map(|s| s.split('"').next())
         .filter(|u| u.starts_with("http"))
         .filter(|u| {
-            !["google.com/", "googleapis.com/", "gvt1.com/", "gstatic.com/"]
-                .iter()
-                .any(|h| u.contains(h))
+            ![
+                "google.com/",
+                "googleapis.com/",
+                "gvt1.com/",
+                "gstatic.com/",
+            ]
+            .iter()
+            .any(|h| u.contains(h))
         })
         .map(|u| u.to_string())
         .collect();
@@ -506,9 +514,16 @@ fn html_in_headless_chromium() {
     let dir = tempfile::tempdir().unwrap();
     // the net log sees a request the page makes (negative control)
     let probe = dir.path().join("probe.html");
-    std::fs::write(&probe, "<html><body><img src=\"http://127.0.0.1:9/probe.png\"></body></html>").unwrap();
+    std::fs::write(
+        &probe,
+        "<html><body><img src=\"http://127.0.0.1:9/probe.png\"></body></html>",
+    )
+    .unwrap();
     let seen = page_requests(&bin, &format!("file://{}", probe.display()));
-    assert!(seen.iter().any(|u| u.contains("probe.png")), "net log misses requests: {seen:?}");
+    assert!(
+        seen.iter().any(|u| u.contains("probe.png")),
+        "net log misses requests: {seen:?}"
+    );
     for (name, inputs) in [
         ("g3", vec![fixture("memscope/g3_run")]),
         ("ctf", vec![snap("cuda_transformer_forward.pickle")]),
@@ -569,7 +584,10 @@ fn html_in_headless_chromium() {
             assert!(!l.contains("net::err_"), "{name}: network request: {line}");
         }
         let requests = page_requests(&bin, &url);
-        assert!(requests.is_empty(), "{name}: the page made requests: {requests:?}");
+        assert!(
+            requests.is_empty(),
+            "{name}: the page made requests: {requests:?}"
+        );
         for width in [1400, 800] {
             let shot = dir.path().join(format!("{name}-{width}.png"));
             let o = headless(

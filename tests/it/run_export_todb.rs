@@ -2,8 +2,6 @@
 //! index) and `memq to-db` (an msMemScope-style SQLite db): every file written is read back
 //! (DataFusion, rusqlite, memq's own db ingest) and compared with the in-engine results.
 
-
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -273,10 +271,7 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     );
     assert_eq!(code, 2);
     assert!(err.contains("no_such_view"), "{err}");
-    if let Some(tf) = memq::analyses()
-        .into_iter()
-        .find(|a| a.is_table_function())
-    {
+    if let Some(tf) = memq::analyses().into_iter().find(|a| a.is_table_function()) {
         let (code, err) = run_err(
             memq()
                 .arg("export")

@@ -64,7 +64,9 @@ async fn run_file(path: &Path) {
         let mut words = r.head.split_whitespace();
         match words.next() {
             Some("input") => {
-                let spec = words.next().unwrap_or_else(|| panic!("{at}: input needs a path"));
+                let spec = words
+                    .next()
+                    .unwrap_or_else(|| panic!("{at}: input needs a path"));
                 let input: PathBuf = match spec.split_once(':') {
                     Some(("shared", rel)) => shared_fixture(rel),
                     Some(("repo", rel)) => fixture_root().join(rel),
@@ -73,7 +75,9 @@ async fn run_file(path: &Path) {
                 engine = Some(shared_engine(&[input]).await);
             }
             Some("statement") => {
-                let e = engine.as_ref().unwrap_or_else(|| panic!("{at}: no input yet"));
+                let e = engine
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{at}: no input yet"));
                 let result = e.query(&r.sql).await;
                 match words.next() {
                     Some("ok") => {
@@ -91,7 +95,9 @@ async fn run_file(path: &Path) {
                 }
             }
             Some("query") => {
-                let e = engine.as_ref().unwrap_or_else(|| panic!("{at}: no input yet"));
+                let e = engine
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{at}: no input yet"));
                 let types = words.next().unwrap_or("");
                 let sort = words.next() == Some("rowsort");
                 let mut got: Vec<String> = rows(e, &r.sql)

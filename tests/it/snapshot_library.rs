@@ -18,7 +18,6 @@ use datafusion::arrow::datatypes::DataType;
 use memq_engine::Engine;
 use serde_json::Value;
 
-
 use crate::common::{query_json as query, Row};
 
 const A: &str = "cuda_small_cpp_frames.pickle";

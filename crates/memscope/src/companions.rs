@@ -154,8 +154,7 @@ pub fn read_python_trace_db(
     for table in tables {
         let sql = format!("SELECT rowid, * FROM \"{table}\" ORDER BY rowid");
         let mut stmt = conn.prepare(&sql).map_err(|e| sqlite_error(path, e))?;
-        let names =
-            crate::db_dump::select_column_names(conn, path, table, stmt.column_count())?;
+        let names = crate::db_dump::select_column_names(conn, path, table, stmt.column_count())?;
         // The tool's columns, or the legacy msLeaks spellings (name, startTimestamp, ...).
         let cols = [
             find_column(&names, &["funcinfo", "name"]),

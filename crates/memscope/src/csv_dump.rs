@@ -5,12 +5,12 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+use crate::attr;
 use crate::events::EventRow;
 use crate::output::{SourceOutput, TsUnit};
 use crate::records::{split_fields, RawRecord, RecordReader};
-use memq_core::rejects::Reject;
-use crate::attr;
 use memq_core::error::{Location, MemqError, Result};
+use memq_core::rejects::Reject;
 
 /// Column positions found in the header.
 struct Columns {

@@ -126,7 +126,11 @@ pub fn select_column_names(
     let mut rows = stmt.query([table]).map_err(|e| sqlite_error(path, e))?;
     let mut names = vec![String::new()];
     while let Some(row) = rows.next().map_err(|e| sqlite_error(path, e))? {
-        let hidden = row.get_ref(1).ok().and_then(|v| v.as_i64().ok()).unwrap_or(0);
+        let hidden = row
+            .get_ref(1)
+            .ok()
+            .and_then(|v| v.as_i64().ok())
+            .unwrap_or(0);
         if hidden == 1 {
             continue; // a virtual table's hidden column: not in `*`
         }
@@ -392,7 +396,9 @@ fn parse_row(
     ev.ptr = match cell(cols.ptr, "Ptr")? {
         None => None,
         Some(p) if p.is_empty() || p == "N/A" => None,
-        Some(p) => Some(attr::parse_addr(&p).ok_or_else(|| format!("Ptr `{p}` is not an address"))?),
+        Some(p) => {
+            Some(attr::parse_addr(&p).ok_or_else(|| format!("Ptr `{p}` is not an address"))?)
+        }
     };
     let raw_attr = cell(cols.attr, "Attr")?.unwrap_or_default();
     ev.attr = match attr::parse_json_object(&raw_attr) {

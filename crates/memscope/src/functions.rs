@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListBuilder, StringArray, StringBuilder};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, ListBuilder, StringArray, StringBuilder,
+};
 use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::Result as DfResult;
 use memq_core::format::Function;

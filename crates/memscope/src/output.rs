@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::attr;
 use crate::csv_dump::DumpSummary;
 use crate::events::{EventRow, EventsBuilder, GenerationHints};
-use memq_core::rejects::{Reject, RejectsBuilder};
 use crate::schema;
-use crate::attr;
 use memq_core::dataset::{BackgroundSink, ParquetSink};
 use memq_core::error::Result;
+use memq_core::rejects::{Reject, RejectsBuilder};
 
 pub const BATCH_ROWS: usize = 64 * 1024;
 
@@ -296,8 +296,14 @@ mod tests {
 
     #[test]
     fn timestamps_get_their_unit_per_row_and_never_saturate() {
-        assert_eq!(convert_ts(1_764_900_000_002_294, None, None), Ok((TsUnit::Us, 1_764_900_000_002_294_000)));
-        assert_eq!(convert_ts(1_764_900_000_002_294_420, None, Some(TsUnit::Us)), Ok((TsUnit::Ns, 1_764_900_000_002_294_420)));
+        assert_eq!(
+            convert_ts(1_764_900_000_002_294, None, None),
+            Ok((TsUnit::Us, 1_764_900_000_002_294_000))
+        );
+        assert_eq!(
+            convert_ts(1_764_900_000_002_294_420, None, Some(TsUnit::Us)),
+            Ok((TsUnit::Ns, 1_764_900_000_002_294_420))
+        );
         assert_eq!(convert_ts(0, None, Some(TsUnit::Us)), Ok((TsUnit::Us, 0)));
         assert_eq!(convert_ts(i64::MAX, None, None), Ok((TsUnit::Ns, i64::MAX)));
         let e = convert_ts(1_764_900_000_002_294_420, Some(TsUnit::Us), None).unwrap_err();
@@ -338,7 +344,10 @@ mod tests {
         let summary = out.close().unwrap();
         assert_eq!(summary.rows, 10);
         let file = std::fs::File::open(&events).unwrap();
-        let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        let reader =
+            datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                file,
+            )
             .unwrap()
             .build()
             .unwrap();

@@ -84,7 +84,11 @@ impl<R: BufRead> RecordReader<R> {
     fn next_line(&mut self, room: usize, state: &mut QuoteState) -> std::io::Result<Option<Line>> {
         if let Some(bytes) = self.pending.take() {
             let len = bytes.len() as u64;
-            return Ok(Some(Line { bytes, len, cut: false }));
+            return Ok(Some(Line {
+                bytes,
+                len,
+                cut: false,
+            }));
         }
         let mut bytes = Vec::new();
         let mut len = 0u64;
@@ -174,7 +178,8 @@ impl<R: BufRead> RecordReader<R> {
                 let ended = next.bytes.ends_with(b"\n");
                 rec.bytes.truncate(KEPT_OF_OVERSIZED);
                 let room = KEPT_OF_OVERSIZED.saturating_sub(rec.bytes.len());
-                rec.bytes.extend_from_slice(&next.bytes[..next.bytes.len().min(room)]);
+                rec.bytes
+                    .extend_from_slice(&next.bytes[..next.bytes.len().min(room)]);
                 if ended && !rec.bytes.ends_with(b"\n") {
                     rec.bytes.push(b'\n');
                 }
@@ -376,7 +381,10 @@ mod tests {
         assert_eq!(out[1].line, 2);
         assert_eq!(out[1].oversized, Some(2 * 5000 + 8));
         assert!(!out[1].unclosed_quote);
-        assert_eq!((out[2].line, out[2].bytes.as_slice(), out[2].oversized), (4, &b"3,ok"[..], None));
+        assert_eq!(
+            (out[2].line, out[2].bytes.as_slice(), out[2].oversized),
+            (4, &b"3,ok"[..], None)
+        );
         assert_eq!(out[3].oversized, Some(5002));
         assert!(!out[3].terminated);
         assert_eq!(r.offset(), text.len() as u64);

@@ -1,8 +1,6 @@
 //! The memscope tables: declared once, with a doc per column.
 
-use datafusion::arrow::datatypes::DataType::{
-    Boolean, Float64, Int32, Int64, UInt64, Utf8,
-};
+use datafusion::arrow::datatypes::DataType::{Boolean, Float64, Int32, Int64, UInt64, Utf8};
 
 use memq_core::catalog::{col, req, TableDef};
 
@@ -183,8 +181,6 @@ pub fn config() -> TableDef {
         ],
     }
 }
-
-
 
 /// Every memscope table, in the order they are listed to users.
 pub fn tables() -> Vec<TableDef> {

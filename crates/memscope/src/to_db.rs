@@ -177,9 +177,7 @@ async fn write(ctx: &SessionContext, path: &Path) -> Result<ToDbReport> {
 
     // Python traces: one python_trace_<pid> table per process, rows in source order.
     let df = ctx
-        .sql(
-            "SELECT pid, func_info, start_ts, end_ts, tid FROM python_trace ORDER BY source, line",
-        )
+        .sql("SELECT pid, func_info, start_ts, end_ts, tid FROM python_trace ORDER BY source, line")
         .await?;
     let types = [
         DataType::Int64,

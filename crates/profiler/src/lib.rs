@@ -163,15 +163,26 @@ mod tests {
             })
         };
         assert_eq!(
-            named("x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv", b"", true),
+            named(
+                "x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/memory_record.csv",
+                b"",
+                true
+            ),
             Some(SourceKind::ProfilerMemoryRecord)
         );
         assert_eq!(
-            named("x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/operator_memory.csv", b"", true),
+            named(
+                "x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/operator_memory.csv",
+                b"",
+                true
+            ),
             Some(SourceKind::ProfilerOperatorMemory)
         );
         assert_eq!(named("x/elsewhere/memory_record.csv", head, true), None);
-        assert_eq!(named("renamed.csv", head, false), Some(SourceKind::ProfilerMemoryRecord));
+        assert_eq!(
+            named("renamed.csv", head, false),
+            Some(SourceKind::ProfilerMemoryRecord)
+        );
         assert_eq!(
             named("o.csv", b"Name,Size(KB),Allocation Time(us),Release", false),
             Some(SourceKind::ProfilerOperatorMemory)
@@ -199,7 +210,13 @@ mod tests {
         assert_eq!(got.rejects.len(), 2);
         use datafusion::arrow::array::{Array, AsArray};
         use datafusion::arrow::datatypes::Int64Type;
-        let col = |n: &str| got.batch.column_by_name(n).unwrap().as_primitive::<Int64Type>().clone();
+        let col = |n: &str| {
+            got.batch
+                .column_by_name(n)
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone()
+        };
         assert_eq!(col("ts").value(0), 1_736_405_443_756_384_100);
         assert_eq!(col("reserved").value(0), 2_212_077_568);
         assert!(col("allocated").is_null(0));

@@ -47,7 +47,10 @@ mod tests {
 
     #[test]
     fn exact_scaling() {
-        assert_eq!(scaled("1736405443756384.100", 1000), Ok(1_736_405_443_756_384_100));
+        assert_eq!(
+            scaled("1736405443756384.100", 1000),
+            Ok(1_736_405_443_756_384_100)
+        );
         assert_eq!(scaled("2109.6015625", 1 << 20), Ok(2_212_077_568));
         assert_eq!(scaled("147456.5", 1024), Ok(150_995_456));
         assert_eq!(scaled("34.74", 1000), Ok(34_740));
@@ -58,6 +61,8 @@ mod tests {
         assert!(scaled("", 1000).is_err());
         assert!(scaled("1e5", 1000).is_err());
         assert!(scaled("1.2.3", 1000).is_err());
-        assert!(scaled("99999999999999999999", 1000).unwrap_err().contains("out of range"));
+        assert!(scaled("99999999999999999999", 1000)
+            .unwrap_err()
+            .contains("out of range"));
     }
 }

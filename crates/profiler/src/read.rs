@@ -77,12 +77,36 @@ pub const OPERATOR_MEMORY: &[Spec] = &[
     spec("active_release_ts", "Active Release Time", Kind::Time),
     spec("duration", "Duration", Kind::Time),
     spec("active_duration", "Active Duration", Kind::Time),
-    spec("alloc_total_allocated", "Allocation Total Allocated", Kind::Bytes("MB")),
-    spec("alloc_total_reserved", "Allocation Total Reserved", Kind::Bytes("MB")),
-    spec("alloc_total_active", "Allocation Total Active", Kind::Bytes("MB")),
-    spec("release_total_allocated", "Release Total Allocated", Kind::Bytes("MB")),
-    spec("release_total_reserved", "Release Total Reserved", Kind::Bytes("MB")),
-    spec("release_total_active", "Release Total Active", Kind::Bytes("MB")),
+    spec(
+        "alloc_total_allocated",
+        "Allocation Total Allocated",
+        Kind::Bytes("MB"),
+    ),
+    spec(
+        "alloc_total_reserved",
+        "Allocation Total Reserved",
+        Kind::Bytes("MB"),
+    ),
+    spec(
+        "alloc_total_active",
+        "Allocation Total Active",
+        Kind::Bytes("MB"),
+    ),
+    spec(
+        "release_total_allocated",
+        "Release Total Allocated",
+        Kind::Bytes("MB"),
+    ),
+    spec(
+        "release_total_reserved",
+        "Release Total Reserved",
+        Kind::Bytes("MB"),
+    ),
+    spec(
+        "release_total_active",
+        "Release Total Active",
+        Kind::Bytes("MB"),
+    ),
     spec("stream", "Stream Ptr", Kind::Text),
     spec("device", "Device Type", Kind::Text),
 ];
@@ -197,7 +221,11 @@ pub fn read(
         Ok(n > 0)
     };
     if !next_line(&mut bytes, 1)? {
-        return Err(MemqError::input(path, Location::None, "empty file: no header line"));
+        return Err(MemqError::input(
+            path,
+            Location::None,
+            "empty file: no header line",
+        ));
     }
     let header = std::str::from_utf8(&bytes).map_err(|e| {
         MemqError::input(
@@ -206,7 +234,11 @@ pub fn read(
             format!("header is not valid UTF-8 (byte {})", e.valid_up_to()),
         )
     })?;
-    let header = split(header.trim_start_matches('\u{feff}').trim_end_matches(['\r', '\n']));
+    let header = split(
+        header
+            .trim_start_matches('\u{feff}')
+            .trim_end_matches(['\r', '\n']),
+    );
     let mut found = columns(path, &header, specs)?;
     let (mut src, mut line_b) = (StringBuilder::new(), UInt64Builder::new());
     let mut rejects = RejectsBuilder::new(source);
@@ -288,14 +320,22 @@ fn columns<'s>(path: &Path, header: &[String], specs: &'s [Spec]) -> Result<Vec<
         });
     }
     if !missing.is_empty() {
-        let needed: Vec<&str> = specs.iter().filter(|s| s.required).map(|s| s.header).collect();
+        let needed: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.required)
+            .map(|s| s.header)
+            .collect();
         return Err(MemqError::input(
             path,
             Location::Line(1),
             format!(
                 "not a profiler memory CSV: header lacks {} (found: {}; needed: {})",
                 missing.join(", "),
-                header.iter().map(|h| h.trim()).collect::<Vec<_>>().join(", "),
+                header
+                    .iter()
+                    .map(|h| h.trim())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 needed.join(", ")
             ),
         ));
@@ -315,7 +355,10 @@ fn parse_row(
     // Parse every cell first, so that a bad cell leaves the builders untouched.
     let mut values: Vec<(Option<&str>, Option<i64>)> = Vec::with_capacity(found.len());
     for f in found.iter() {
-        let cell = f.at.as_ref().map(|(i, _)| fields[*i].trim()).filter(|c| !c.is_empty());
+        let cell =
+            f.at.as_ref()
+                .map(|(i, _)| fields[*i].trim())
+                .filter(|c| !c.is_empty());
         let name = || f.at.as_ref().map_or(f.spec.header, |(_, h)| h.as_str());
         if cell.is_none() && f.spec.required {
             return Err(format!("empty {}", name()));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray, UInt64Array};
 use datafusion::arrow::record_batch::RecordBatch;
 
-use memq_core::error::Result;
 use memq_core::catalog::TableDef;
+use memq_core::error::Result;
 
 use crate::schema;
 use crate::tables::{BlockRow, InfoRow, Rows, SegmentRow, TraceRow};

@@ -94,7 +94,11 @@ impl Format for Snapshot {
                 let batches = read_snapshot(&source.path, &source.name)?;
                 let tables: Vec<_> = batches.iter().map(|(def, batch)| (def, batch)).collect();
                 out.write_tables(source.index, &tables)?;
-                progress(std::fs::metadata(&source.path).map(|m| m.len()).unwrap_or(0));
+                progress(
+                    std::fs::metadata(&source.path)
+                        .map(|m| m.len())
+                        .unwrap_or(0),
+                );
                 reports.push(SourceReport {
                     rows: batches.iter().map(|(_, b)| b.num_rows() as u64).sum(),
                     ..SourceReport::default()
@@ -117,7 +121,8 @@ mod tests {
     /// read or refused, never a panic.
     #[test]
     fn mutated_snapshots_never_panic() {
-        let original = include_bytes!("../../../fixtures/snapshots/oom_expandable_two_devices.pickle");
+        let original =
+            include_bytes!("../../../fixtures/snapshots/oom_expandable_two_devices.pickle");
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut below = move |bound: usize| {
             state ^= state << 13;
@@ -196,7 +201,11 @@ mod tests {
         }
     }
 
-    fn column<'b>(tables: &'b [(TableDef, RecordBatch)], table: &str, name: &str) -> &'b dyn datafusion::arrow::array::Array {
+    fn column<'b>(
+        tables: &'b [(TableDef, RecordBatch)],
+        table: &str,
+        name: &str,
+    ) -> &'b dyn datafusion::arrow::array::Array {
         let (_, batch) = tables.iter().find(|(def, _)| def.name == table).unwrap();
         batch.column_by_name(name).unwrap().as_ref()
     }
@@ -225,13 +234,23 @@ mod tests {
                     ("address", Int(4096)),
                     ("total_size", Int(2048)),
                     ("segment_pool_id", Tuple(vec![Int(0), Int(1)])),
-                    ("blocks", List(vec![block(4096, "active_allocated"), block(5120, "inactive")])),
+                    (
+                        "blocks",
+                        List(vec![
+                            block(4096, "active_allocated"),
+                            block(5120, "inactive"),
+                        ]),
+                    ),
                 ])]),
             ),
             (
                 "device_traces",
                 List(vec![List(vec![
-                    Dict(vec![("action", Str("free_completed")), ("addr", Int(9999)), ("size", Int(8))]),
+                    Dict(vec![
+                        ("action", Str("free_completed")),
+                        ("addr", Int(9999)),
+                        ("size", Int(8)),
+                    ]),
                     Dict(vec![
                         ("action", Str("alloc")),
                         ("addr", Int(4096)),
@@ -242,7 +261,10 @@ mod tests {
                     ]),
                 ])]),
             ),
-            ("allocator_settings", Dict(vec![("skip_actions", List(vec![Str("free_requested")]))])),
+            (
+                "allocator_settings",
+                Dict(vec![("skip_actions", List(vec![Str("free_requested")]))]),
+            ),
         ]);
         let tables = read_bytes(Path::new("new.pickle"), &snapshot.pickle(), "s").unwrap();
         let meta = column(&tables, "snap_blocks", "user_metadata").as_string::<i32>();
@@ -263,11 +285,24 @@ mod tests {
             column(&tables, "snap_info", "value").as_string::<i32>(),
         );
         let info: Vec<String> = (0..sections.len())
-            .map(|i| format!("{}|{}|{}", sections.value(i), keys.value(i), values.value(i)))
+            .map(|i| {
+                format!(
+                    "{}|{}|{}",
+                    sections.value(i),
+                    keys.value(i),
+                    values.value(i)
+                )
+            })
             .collect();
-        assert!(info.contains(&"allocator_settings|skip_actions|[\"free_requested\"]".to_string()), "{info:?}");
+        assert!(
+            info.contains(&"allocator_settings|skip_actions|[\"free_requested\"]".to_string()),
+            "{info:?}"
+        );
         assert!(info.contains(&"trace|wrapped|true".to_string()), "{info:?}");
-        assert!(info.contains(&"trace|frees_of_unallocated_addresses|1".to_string()), "{info:?}");
+        assert!(
+            info.contains(&"trace|frees_of_unallocated_addresses|1".to_string()),
+            "{info:?}"
+        );
     }
 
     /// Finding 7 of issue 13: pickles that are not snapshots are refused, naming why.
@@ -275,18 +310,36 @@ mod tests {
     fn non_snapshots_are_refused() {
         use Py::*;
         for (value, why) in [
-            (List(vec![Int(1), Int(2)]), "the top-level list holds no segment dict"),
-            (Dict(vec![("foo", Int(1))]), "neither segments nor device_traces"),
-            (Dict(vec![("segments", Str("x"))]), "segments is a str, not a list"),
-            (Dict(vec![("segments", List(vec![Int(1)]))]), "segments[0] is an int"),
+            (
+                List(vec![Int(1), Int(2)]),
+                "the top-level list holds no segment dict",
+            ),
+            (
+                Dict(vec![("foo", Int(1))]),
+                "neither segments nor device_traces",
+            ),
+            (
+                Dict(vec![("segments", Str("x"))]),
+                "segments is a str, not a list",
+            ),
+            (
+                Dict(vec![("segments", List(vec![Int(1)]))]),
+                "segments[0] is an int",
+            ),
         ] {
-            let err = read_bytes(Path::new("x.pickle"), &value.pickle(), "x").err().unwrap().to_string();
+            let err = read_bytes(Path::new("x.pickle"), &value.pickle(), "x")
+                .err()
+                .unwrap()
+                .to_string();
             assert!(err.starts_with("x.pickle"), "{err}");
             assert!(err.contains("not a PyTorch memory snapshot"), "{err}");
             assert!(err.contains(why), "{err}");
         }
         // An empty snapshot is still a snapshot.
-        let empty = Dict(vec![("segments", List(vec![])), ("device_traces", List(vec![]))]);
+        let empty = Dict(vec![
+            ("segments", List(vec![])),
+            ("device_traces", List(vec![])),
+        ]);
         assert!(read_bytes(Path::new("e.pickle"), &empty.pickle(), "e").is_ok());
     }
 

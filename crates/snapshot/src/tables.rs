@@ -15,8 +15,8 @@ use memq_core::error::{Location, MemqError, Result};
 
 use crate::frames::Stacks;
 use crate::json::{BudgetExceeded, Json};
-use memq_pickle::Decoded;
 use memq_pickle::value::{a, Arena, ObjId, Value};
+use memq_pickle::Decoded;
 
 /// Most warning rows kept per snapshot; the rest are counted in one last row.
 const MAX_WARNINGS: usize = 1000;
@@ -177,7 +177,11 @@ impl<'a> Walker<'a> {
             .collect::<Result<Vec<_>>>()?;
         let keys = serde_json::to_string(&keys).unwrap_or_default();
         self.meta("keys", keys.clone(), "list");
-        let has = |name: &str| items.iter().any(|&(key, _)| self.arena.str(key) == Some(name));
+        let has = |name: &str| {
+            items
+                .iter()
+                .any(|&(key, _)| self.arena.str(key) == Some(name))
+        };
         if !has("segments") && !has("device_traces") {
             return Err(self.not_a_snapshot(
                 self.offset_of(root),
@@ -285,7 +289,11 @@ impl<'a> Walker<'a> {
                 })
             };
             fact("entries", entries.to_string(), "int");
-            fact("frees_of_unallocated_addresses", orphans.len().to_string(), "int");
+            fact(
+                "frees_of_unallocated_addresses",
+                orphans.len().to_string(),
+                "int",
+            );
             fact("wrapped", "true".to_string(), "bool");
         }
     }
@@ -330,17 +338,18 @@ impl<'a> Walker<'a> {
             return Ok(());
         }
         let found = self.arena.type_name(first);
-        let place = if what == "segments" { "segments[0]" } else { "its element 0" };
+        let place = if what == "segments" {
+            "segments[0]"
+        } else {
+            "its element 0"
+        };
         let at = match first {
             Value::Obj(_) => self.offset_of(first),
             _ => self.offset_of(list),
         };
         Err(self.not_a_snapshot(
             at,
-            format!(
-                "{what} holds no segment dict ({place} is {})",
-                a(found)
-            ),
+            format!("{what} holds no segment dict ({place} is {})", a(found)),
         ))
     }
 
