@@ -3,7 +3,6 @@
 //! (DataFusion, rusqlite, memq's own db ingest) and compared with the in-engine results.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::*;
 

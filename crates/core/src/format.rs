@@ -9,6 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::logical_expr::ScalarUDF;
 use futures::future::BoxFuture;
 
@@ -106,6 +107,54 @@ pub struct SourceReport {
     pub ts_unit: Option<String>,
     /// Format generation (`G1`, `G2`, `G3`), for dumps.
     pub generation: Option<String>,
+}
+
+/// A source read whole into memory: its table batches, the records it rejected, and its
+/// timestamp unit as written (when it has one).
+pub struct WholeFile {
+    pub tables: Vec<(TableDef, RecordBatch)>,
+    pub rejects: rejects::RejectsBuilder,
+    pub ts_unit: Option<String>,
+}
+
+impl WholeFile {
+    /// Writes the batches (in parallel) and the rejects as the files of source `index`.
+    pub fn write(mut self, out: &DatasetBuilder, index: usize) -> Result<SourceReport> {
+        let tables: Vec<_> = self.tables.iter().map(|(d, b)| (d, b)).collect();
+        out.write_tables(index, &tables)?;
+        let report = SourceReport {
+            rows: self.tables.iter().map(|(_, b)| b.num_rows() as u64).sum(),
+            rejects: self.rejects.len() as u64,
+            ts_unit: self.ts_unit.take(),
+            generation: None,
+        };
+        if report.rejects > 0 {
+            out.write_table(&rejects::rejects(), index, &self.rejects.finish())?;
+        }
+        Ok(report)
+    }
+}
+
+/// Ingests sources that are read whole, one after the other: `read` gives each one's batches,
+/// which are written as its files; its bytes count for the progress display.
+pub fn ingest_whole_files(
+    sources: &[Source],
+    out: &DatasetBuilder,
+    progress: &Progress,
+    read: impl Fn(&Source) -> Result<WholeFile>,
+) -> Result<Vec<SourceReport>> {
+    sources
+        .iter()
+        .map(|source| {
+            let report = read(source)?.write(out, source.index)?;
+            progress(
+                std::fs::metadata(&source.path)
+                    .map(|m| m.len())
+                    .unwrap_or(0),
+            );
+            Ok(report)
+        })
+        .collect()
 }
 
 /// Counts input bytes as they are read, for the progress display.

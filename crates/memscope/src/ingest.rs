@@ -12,8 +12,8 @@ use datafusion::prelude::ParquetReadOptions;
 use futures::StreamExt;
 use memq_core::dataset::{self, DatasetBuilder, ParquetSink};
 use memq_core::error::{MemqError, Result};
-use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport};
-use memq_core::rejects::{self, RejectsBuilder};
+use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport, WholeFile};
+use memq_core::rejects::RejectsBuilder;
 
 use crate::companions;
 use crate::csv_dump::{self, DumpSummary};
@@ -244,14 +244,10 @@ fn companion(out: &DatasetBuilder, source: &Source) -> Result<SourceReport> {
             companions::read_config(&source.path, &source.name)?,
         ),
     };
-    let report = SourceReport {
-        rows: batch.num_rows() as u64,
-        rejects: rejected.len() as u64,
-        ..SourceReport::default()
-    };
-    out.write_table(&def, source.index, &batch)?;
-    if report.rejects > 0 {
-        out.write_table(&rejects::rejects(), source.index, &rejected.finish())?;
+    WholeFile {
+        tables: vec![(def, batch)],
+        rejects: rejected,
+        ts_unit: None,
     }
-    Ok(report)
+    .write(out, source.index)
 }

@@ -16,9 +16,9 @@ use memq_core::catalog::TableDef;
 use memq_core::dataset::DatasetBuilder;
 use memq_core::error::{MemqError, Result};
 use memq_core::format::{
-    Candidate, Format, Progress, ProgressRead, Source, SourceKind, SourceReport, SqlFile,
+    ingest_whole_files, Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile,
+    WholeFile,
 };
-use memq_core::rejects;
 
 /// The analyses of `sql/`.
 pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
@@ -108,31 +108,22 @@ impl Format for Profiler {
         progress: Progress,
     ) -> futures::future::BoxFuture<'a, Result<Vec<SourceReport>>> {
         Box::pin(async move {
-            let mut reports = Vec::with_capacity(sources.len());
-            for source in sources {
+            ingest_whole_files(sources, out, &progress, |source| {
                 let (specs, def) = match source.kind {
                     SourceKind::ProfilerOperatorMemory => {
                         (read::OPERATOR_MEMORY, schema::operator_memory())
                     }
                     _ => (read::MEMORY_RECORD, schema::memory_record()),
                 };
-                let file = std::fs::File::open(&source.path)
+                let input = std::fs::File::open(&source.path)
                     .map_err(|e| MemqError::io(&source.path, e))?;
-                let input = ProgressRead::new(file, progress.clone());
-                let mut got = read::read(&source.path, &source.name, input, specs, &def)?;
-                let report = SourceReport {
-                    rows: got.batch.num_rows() as u64,
-                    rejects: got.rejects.len() as u64,
+                let got = read::read(&source.path, &source.name, input, specs, &def)?;
+                Ok(WholeFile {
+                    tables: vec![(def, got.batch)],
+                    rejects: got.rejects,
                     ts_unit: Some("us".to_string()),
-                    generation: None,
-                };
-                out.write_table(&def, source.index, &got.batch)?;
-                if !got.rejects.is_empty() {
-                    out.write_table(&rejects::rejects(), source.index, &got.rejects.finish())?;
-                }
-                reports.push(report);
-            }
-            Ok(reports)
+                })
+            })
         })
     }
 

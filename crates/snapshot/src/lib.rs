@@ -20,7 +20,11 @@ use datafusion::arrow::record_batch::RecordBatch;
 use memq_core::catalog::TableDef;
 use memq_core::dataset::DatasetBuilder;
 use memq_core::error::{Location, MemqError, Result};
-use memq_core::format::{Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile};
+use memq_core::format::{
+    ingest_whole_files, Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile,
+    WholeFile,
+};
+use memq_core::rejects::RejectsBuilder;
 
 /// Reads one snapshot pickle into one batch per snap_* table, each with its definition (in the
 /// order of [`schema::tables`]); `snapshot` is the source name written in every row.
@@ -89,22 +93,13 @@ impl Format for Snapshot {
         progress: Progress,
     ) -> futures::future::BoxFuture<'a, Result<Vec<SourceReport>>> {
         Box::pin(async move {
-            let mut reports = Vec::with_capacity(sources.len());
-            for source in sources {
-                let batches = read_snapshot(&source.path, &source.name)?;
-                let tables: Vec<_> = batches.iter().map(|(def, batch)| (def, batch)).collect();
-                out.write_tables(source.index, &tables)?;
-                progress(
-                    std::fs::metadata(&source.path)
-                        .map(|m| m.len())
-                        .unwrap_or(0),
-                );
-                reports.push(SourceReport {
-                    rows: batches.iter().map(|(_, b)| b.num_rows() as u64).sum(),
-                    ..SourceReport::default()
-                });
-            }
-            Ok(reports)
+            ingest_whole_files(sources, out, &progress, |source| {
+                Ok(WholeFile {
+                    tables: read_snapshot(&source.path, &source.name)?,
+                    rejects: RejectsBuilder::new(&source.name),
+                    ts_unit: None,
+                })
+            })
         })
     }
 
