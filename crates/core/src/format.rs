@@ -294,10 +294,6 @@ impl Catalog {
         tables
     }
 
-    pub fn table(&self, name: &str) -> Option<TableDef> {
-        self.tables().into_iter().find(|t| t.name == name)
-    }
-
     /// The format that recognises `file`, with the kind.
     pub fn detect(&self, file: &Candidate) -> Option<(usize, SourceKind)> {
         self.formats

@@ -11,11 +11,6 @@ use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
 use memq_core::catalog::Unit;
 
-/// The unit of each output column of the plan.
-pub fn units(plan: &LogicalPlan) -> Vec<Unit> {
-    output_units(plan)
-}
-
 /// `schema` (the plan's output, or a batch's) with each column's unit in its field metadata.
 pub fn annotate(schema: &SchemaRef, units: &[Unit]) -> SchemaRef {
     let fields: Vec<_> = schema
@@ -37,18 +32,19 @@ fn own_units(plan: &LogicalPlan) -> Vec<Unit> {
     plan.schema().fields().iter().map(|f| Unit::of(f)).collect()
 }
 
-fn output_units(plan: &LogicalPlan) -> Vec<Unit> {
+/// The unit of each output column of the plan.
+pub fn units(plan: &LogicalPlan) -> Vec<Unit> {
     let own = own_units(plan);
     let inferred = match plan {
         LogicalPlan::Projection(p) => {
-            let input = output_units(&p.input);
+            let input = units(&p.input);
             p.expr
                 .iter()
                 .map(|e| expr_unit(e, &p.input, &input))
                 .collect()
         }
         LogicalPlan::Aggregate(a) => {
-            let input = output_units(&a.input);
+            let input = units(&a.input);
             a.group_expr
                 .iter()
                 .chain(&a.aggr_expr)
@@ -56,21 +52,17 @@ fn output_units(plan: &LogicalPlan) -> Vec<Unit> {
                 .collect()
         }
         LogicalPlan::Window(w) => {
-            let mut units = output_units(&w.input);
-            let input = units.clone();
-            units.extend(w.window_expr.iter().map(|e| expr_unit(e, &w.input, &input)));
-            units
+            let mut out = units(&w.input);
+            let input = out.clone();
+            out.extend(w.window_expr.iter().map(|e| expr_unit(e, &w.input, &input)));
+            out
         }
         LogicalPlan::Join(j) => {
-            let mut units = output_units(&j.left);
-            units.extend(output_units(&j.right));
-            units
+            let mut out = units(&j.left);
+            out.extend(units(&j.right));
+            out
         }
-        LogicalPlan::Union(u) => u
-            .inputs
-            .first()
-            .map(|i| output_units(i))
-            .unwrap_or_default(),
+        LogicalPlan::Union(u) => u.inputs.first().map(|i| units(i)).unwrap_or_default(),
         LogicalPlan::Filter(_)
         | LogicalPlan::Sort(_)
         | LogicalPlan::Limit(_)
@@ -78,7 +70,7 @@ fn output_units(plan: &LogicalPlan) -> Vec<Unit> {
         | LogicalPlan::SubqueryAlias(_)
         | LogicalPlan::Repartition(_) => {
             let inputs = plan.inputs();
-            inputs.first().map(|i| output_units(i)).unwrap_or_default()
+            inputs.first().map(|i| units(i)).unwrap_or_default()
         }
         _ => Vec::new(),
     };
