@@ -652,9 +652,9 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
             let blocks = q(
                 e,
                 &mut n,
-                "block_fates",
+                "blocks",
                 &format!(
-                    "SELECT size, owner, alloc_ts, stack_frame(stack_py, 1) AS user_frame, fate FROM block_fates \
+                    "SELECT size, owner, alloc_ts, stack_frame(stack_py, 1) AS user_frame, fate FROM blocks \
                      WHERE {w} AND pool = {} AND alloc_ts <= {peak_ts} AND (end_ts IS NULL OR end_ts > {peak_ts}) \
                      ORDER BY size DESC, alloc_ts LIMIT 10",
                     lit(&pool)

@@ -192,7 +192,7 @@ async fn block_fates_agree_with_the_generators_shadow_counts() {
     let t = truth();
     let s = &t["shadow"];
     let (_ing, engine) = open(&[fixture("memscope/g3_run")]).await;
-    let fate = |f: &'static str| format!("SELECT count(*) FROM block_fates WHERE fate = '{f}'");
+    let fate = |f: &'static str| format!("SELECT count(*) FROM blocks WHERE fate = '{f}'");
     assert_eq!(
         int(&engine, &fate("stop_period_free")).await,
         s["stop_period_frees"].as_i64().unwrap()

@@ -5,6 +5,7 @@ mod common;
 
 mod cli;
 mod crash;
+mod derived_oracle;
 mod formats;
 mod gen_truth;
 mod hostile;

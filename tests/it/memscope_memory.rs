@@ -1439,7 +1439,6 @@ async fn library_docs_cover_every_output_column() {
     let mine: BTreeSet<&str> = [
         "stats",
         "capabilities",
-        "curve",
         "curve_buckets",
         "peaks",
         "owner_peaks",

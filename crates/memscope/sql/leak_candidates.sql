@@ -1,14 +1,14 @@
 -- leak_candidates: blocks never really released: never freed, or ended only by a shadow FREE that fills in a missing release.
 --
 -- Blocks are keyed by (source, pid, device, pool, ptr). A block is listed when it had a MALLOC
--- and is still held at the end of the data by the single rule of view `block_fates`
+-- and is still held at the end of the data by the single rule of `blocks.fate` (decided at ingest)
 -- (docs/formats/memscope.md §5.5); `reason` maps its fate:
 --   reason 'no_free'           fate never_freed: no FREE at all, still live at the end (G2 and
 --                              older writers leave blocks alive at exit without a FREE);
 --   reason 'shadow_fill'       fate exit_fill_in: its only FREE is the tool's shadow fill-in at
 --                              exit while collecting (after the last START_TRACE with no
 --                              STOP_TRACE after it, or a file without START/STOP rows; also a
---                              shadow FREE no other rule explains, see block_fates);
+--                              shadow FREE no other rule explains, see blocks.fate);
 --   reason 'shadow_after_stop' fate exit_while_stopped: its shadow FREE is at the last
 --                              STOP_TRACE + 1 ns (the process exited while stopped): a fill-in,
 --                              or a free after that stop that the timestamp cannot tell apart.
@@ -64,6 +64,6 @@ SELECT c.source, c.pid, c.device, c.pool, c.ptr,
        END AS reason,
        c.stock,
        stack_frame(c.stack_py, 1) AS stack_top
-FROM block_fates c
+FROM blocks c
 JOIN source_range r ON r.source = c.source
 WHERE c.held_at_end AND c.alloc_ts IS NOT NULL

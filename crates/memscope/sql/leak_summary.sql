@@ -1,6 +1,6 @@
 -- leak_summary: leak candidates grouped by owner, level-1 group and innermost Python frame, per pool of each process and device.
 --
--- Built on `leak_candidates` (same rules: a block is a candidate when view `block_fates` says
+-- Built on `leak_candidates` (same rules: a block is a candidate when `blocks.fate` (decided at ingest) says
 -- it is still held at the end). Stock memory (allocated before collection started)
 -- is not a leak verdict: it is left out of blocks/bytes/share and counted in stock_blocks /
 -- stock_bytes instead. The share columns relate the group to its series

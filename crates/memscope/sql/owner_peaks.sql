@@ -8,8 +8,8 @@
 -- peak_bytes is the highest sum of that owner's live blocks, from a running sum over the blocks'
 -- allocations and ends in canonical order (peaks of different owners are reached at different
 -- moments, so they do not add up to a simultaneous total). As in `curve`, a block still held at
--- the end by view `block_fates` (a shadow FREE that only fills in a release never observed)
--- ends nothing; every other block ends at block_fates.end_ts.
+-- the end by `blocks.fate` (decided at ingest) (a shadow FREE that only fills in a release never observed)
+-- ends nothing; every other block ends at blocks.end_ts.
 -- ORDER BY peak_bytes DESC for the largest first.
 --
 -- @column source      VARCHAR input file
@@ -29,7 +29,7 @@ owned_blocks AS (
     SELECT source, pid, device, pool,
            COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
            COALESCE(size, 0) AS size, alloc_ts, alloc_row, end_ts, end_row
-    FROM block_fates
+    FROM blocks
     WHERE alloc_ts IS NOT NULL
 ),
 -- +size at each allocation, -size where the block ends (not for blocks held at the end).

@@ -5,8 +5,8 @@
 -- Framework pools (PTA, ATB, MINDSPORE, PTA_WORKSPACE, HOST_PINNED) carry their counters on
 -- their own MALLOC/FREE rows (Attr `used`, `total`: the state after the row's event; for
 -- HOST_PINNED `used` is the process VmRSS). HAL rows carry none, so the HAL series is the live
--- bytes of HAL blocks computed by pairing (view `block_fates`): +size at each MALLOC, -size when
--- the block ends (FREE, shadow FREE, or address reuse) unless block_fates says the memory was
+-- bytes of HAL blocks computed by pairing (`blocks.fate` (decided at ingest)): +size at each MALLOC, -size when
+-- the block ends (FREE, shadow FREE, or address reuse) unless blocks.held_at_end says the memory was
 -- still held at the end (a shadow FREE that only fills in a release never observed, at exit
 -- while collecting or while stopped: docs/formats/memscope.md §5.5), so the series ends at the memory
 -- still held. Blocks whose MALLOC was never seen (allocated before collection) are left out.
@@ -38,7 +38,7 @@ hal_deltas AS (
            CASE WHEN d.sign = 1 THEN alloc_ts ELSE end_ts END AS ts,
            CASE WHEN d.sign = 1 THEN alloc_row ELSE free_row END AS row_idx,
            d.sign * size AS delta
-    FROM block_fates
+    FROM blocks
     CROSS JOIN (VALUES (1), (-1)) AS d(sign)
     WHERE pool = 'HAL' AND alloc_ts IS NOT NULL
       AND (d.sign = 1 OR end_ts IS NOT NULL)

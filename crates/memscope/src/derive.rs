@@ -1,7 +1,8 @@
 //! Tables derived from a source's events in canonical order (one pass, memory bounded by the
-//! live-block set): `blocks` (docs/formats/memscope.md §5.4–5.5), `oom` and `mem_snapshots`.
+//! live-block set): `blocks` with each block's fate (docs/formats/memscope.md §5.4–5.5, decided by
+//! [`crate::fates`]), the staging rows of `curve` ([`crate::curve`]), `oom` and `mem_snapshots`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -12,7 +13,10 @@ use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::attr;
+use crate::curve::{CurveRow, CurveStaging};
+use crate::fates::{Fate, Fates, Marker};
 use crate::schema;
+use memq_core::error::Result;
 
 /// One block still live during the pass.
 #[derive(Clone)]
@@ -50,12 +54,18 @@ impl LiveBlock {
 /// (pid, pool, ptr): several devices may share one key.
 type BlockKey = (Option<i64>, String, u64);
 
-/// How a block ended.
-struct BlockEnd<'a> {
+/// A block that has ended (or is still live at the end), waiting for its fate.
+struct Ended {
+    key: BlockKey,
+    block: LiveBlock,
     free_id: Option<i64>,
     free_ts: Option<i64>,
     free_row: Option<u64>,
-    kind: &'a str,
+    /// free_kind: real, shadow, replaced or none.
+    kind: &'static str,
+    has_malloc: bool,
+    /// The row that ends the block: the FREE, or the MALLOC that reused the address.
+    end_row: Option<u64>,
 }
 
 /// Column views of one events batch.
@@ -66,12 +76,17 @@ struct EventCols<'a> {
     event_type: &'a datafusion::arrow::array::StringArray,
     name: &'a datafusion::arrow::array::StringArray,
     ts: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    ts_raw: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
     pid: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
     device: &'a datafusion::arrow::array::StringArray,
     device_index: &'a datafusion::arrow::array::PrimitiveArray<Int32Type>,
     ptr: &'a datafusion::arrow::array::PrimitiveArray<UInt64Type>,
     attr: &'a datafusion::arrow::array::StringArray,
     size: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    used: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    total: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    process_used: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
+    device_used: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
     allocation_id: &'a datafusion::arrow::array::PrimitiveArray<Int64Type>,
     owner: &'a datafusion::arrow::array::StringArray,
     shadow: &'a datafusion::arrow::array::BooleanArray,
@@ -92,12 +107,17 @@ impl<'a> EventCols<'a> {
             event_type: c("event_type").as_string(),
             name: c("name").as_string(),
             ts: c("ts").as_primitive(),
+            ts_raw: c("ts_raw").as_primitive(),
             pid: c("pid").as_primitive(),
             device: c("device").as_string(),
             device_index: c("device_index").as_primitive(),
             ptr: c("ptr").as_primitive(),
             attr: c("attr").as_string(),
             size: c("size").as_primitive(),
+            used: c("used").as_primitive(),
+            total: c("total").as_primitive(),
+            process_used: c("process_used").as_primitive(),
+            device_used: c("device_used").as_primitive(),
             allocation_id: c("allocation_id").as_primitive(),
             owner: c("owner").as_string(),
             shadow: c("shadow").as_boolean(),
@@ -115,27 +135,36 @@ fn opt_str(a: &datafusion::arrow::array::StringArray, i: usize) -> Option<&str> 
     a.is_valid(i).then(|| a.value(i))
 }
 
-/// Builds `blocks`, `oom` and `mem_snapshots` for one source.
+/// Builds `blocks`, the staging rows of `curve`, `oom` and `mem_snapshots` for one source.
 pub struct Deriver {
     source: String,
     ts_scale: i64,
     /// Live blocks by (pid, pool, ptr); several devices may share a key.
     live: HashMap<BlockKey, Vec<LiveBlock>>,
+    /// Shadow-ended blocks waiting for their fate, keyed by (pid, pool, ptr) and device.
+    fates: Fates<(BlockKey, String), Ended>,
+    /// row_idx of the shadow FREEs whose block is held at the end (their curve change is void).
+    held_shadow_rows: HashSet<u64>,
     blocks: BlocksBuilder,
+    curve: CurveStaging,
     oom: Vec<OomRow>,
     snaps: SnapshotsBuilder,
 }
 
 impl Deriver {
-    pub fn new(source: &str, ts_scale: i64) -> Self {
-        Deriver {
+    /// `curve_staging`: the staging folder and file stem of the rows of `curve`.
+    pub fn new(source: &str, ts_scale: i64, curve_staging: (&std::path::Path, &str)) -> Result<Self> {
+        Ok(Deriver {
             source: source.to_string(),
             ts_scale,
             live: HashMap::new(),
+            fates: Fates::new(),
+            held_shadow_rows: HashSet::new(),
             blocks: BlocksBuilder::default(),
+            curve: CurveStaging::create(curve_staging.0, curve_staging.1)?,
             oom: Vec::new(),
             snaps: SnapshotsBuilder::default(),
-        }
+        })
     }
 
     pub fn blocks_pending(&self) -> usize {
@@ -143,17 +172,39 @@ impl Deriver {
     }
 
     /// Consumes one batch of events in canonical order.
-    pub fn push(&mut self, batch: &RecordBatch) {
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<()> {
         let c = EventCols::new(batch);
         for i in 0..batch.num_rows() {
             match c.event.value(i) {
-                "MALLOC" => self.malloc(&c, i),
-                "FREE" => self.free(&c, i),
+                "MALLOC" => self.malloc(&c, i)?,
+                "FREE" => self.free(&c, i)?,
                 "OOM_DETAIL" => self.oom_row(&c, i),
                 "SNAPSHOT" => self.snapshot_row(&c, i),
+                "SYSTEM" if c.ts.is_valid(i) => {
+                    let marker = match c.event_type.value(i) {
+                        "START_TRACE" => Marker::Start,
+                        "STOP_TRACE" => Marker::Stop,
+                        _ => continue,
+                    };
+                    self.fates.marker(opt_i64(c.pid, i), c.ts.value(i), marker);
+                }
                 _ => {}
             }
+            for (ended, fate) in self.fates.take_decided() {
+                self.append(ended, fate);
+            }
         }
+        Ok(())
+    }
+
+    /// Writes an ended block with its fate.
+    fn append(&mut self, e: Ended, fate: Fate) {
+        if e.kind == "shadow" && fate.held_at_end() {
+            if let Some(row) = e.free_row {
+                self.held_shadow_rows.insert(row);
+            }
+        }
+        self.blocks.append(&self.source, &e, fate);
     }
 
     /// The block key of a MALLOC/FREE row: (pid, pool, ptr); `None` when the row has no Ptr.
@@ -167,35 +218,80 @@ impl Deriver {
         })
     }
 
-    fn malloc(&mut self, c: &EventCols, i: usize) {
-        let Some(key) = Self::key(c, i) else { return };
+    /// The curve row of MALLOC/FREE row `i`, in the series of `device`, changing live bytes by
+    /// `delta` (no change on a row without a time: it has no place on the time line).
+    fn curve_row(
+        &mut self,
+        c: &EventCols,
+        i: usize,
+        device: &str,
+        delta: i64,
+        shadow_end: bool,
+    ) -> Result<()> {
+        let timed = c.ts.is_valid(i);
+        self.curve.push(CurveRow {
+            pid: opt_i64(c.pid, i),
+            device: if timed { device } else { c.device.value(i) },
+            pool: c.event_type.value(i),
+            ts: opt_i64(c.ts, i),
+            ts_raw: opt_i64(c.ts_raw, i),
+            row_idx: c.row_idx.value(i),
+            id: c.id.value(i),
+            event: c.event.value(i),
+            size: opt_i64(c.size, i),
+            used: opt_i64(c.used, i),
+            total: opt_i64(c.total, i),
+            process_used: opt_i64(c.process_used, i),
+            device_used: opt_i64(c.device_used, i),
+            delta: if timed { delta } else { 0 },
+            shadow_end: timed && shadow_end,
+        })
+    }
+
+    fn malloc(&mut self, c: &EventCols, i: usize) -> Result<()> {
+        let Some(key) = Self::key(c, i) else {
+            return self.curve_row(c, i, "", 0, false);
+        };
         let new = LiveBlock::from_row(c, i);
+        self.fates.next_block(&(key.clone(), new.device.clone()), true);
+        let mut delta = if new.alloc_ts.is_some() {
+            new.size.unwrap_or(0)
+        } else {
+            0
+        };
         let entries = self.live.entry(key.clone()).or_default();
         // Address reuse without a FREE: the old block ends where the new one starts.
-        if let Some(pos) = entries.iter().position(|b| b.device == new.device) {
-            let old = entries.remove(pos);
-            let end = BlockEnd {
+        let replaced = entries
+            .iter()
+            .position(|b| b.device == new.device)
+            .map(|pos| entries.remove(pos));
+        entries.push(new.clone());
+        if let Some(old) = replaced {
+            if old.alloc_ts.is_some() {
+                delta -= old.size.unwrap_or(0);
+            }
+            let ended = Ended {
+                key: key.clone(),
+                block: old,
                 free_id: None,
                 free_ts: new.alloc_ts,
                 free_row: None,
                 kind: "replaced",
+                has_malloc: true,
+                end_row: Some(new.alloc_row),
             };
-            self.blocks
-                .append(&self.source, key.0, &key.1, key.2, &old, &end, true);
+            self.append(ended, Fate::Replaced);
         }
-        entries.push(new);
+        self.curve_row(c, i, &new.device, delta, false)
     }
 
-    fn free(&mut self, c: &EventCols, i: usize) {
-        let Some(key) = Self::key(c, i) else { return };
+    fn free(&mut self, c: &EventCols, i: usize) -> Result<()> {
+        let Some(key) = Self::key(c, i) else {
+            return self.curve_row(c, i, "", 0, false);
+        };
         let device = c.device.value(i);
         let free_has_device = c.device_index.is_valid(i) || device == "cpu";
-        let end = BlockEnd {
-            free_id: Some(c.id.value(i)),
-            free_ts: opt_i64(c.ts, i),
-            free_row: Some(c.row_idx.value(i)),
-            kind: if c.shadow.value(i) { "shadow" } else { "real" },
-        };
+        let shadow = c.shadow.value(i);
         let matched = self.live.get_mut(&key).and_then(|entries| {
             let pos = entries
                 .iter()
@@ -206,13 +302,11 @@ impl Deriver {
         if self.live.get(&key).is_some_and(|e| e.is_empty()) {
             self.live.remove(&key);
         }
-        match matched {
-            Some(block) => {
-                self.blocks
-                    .append(&self.source, key.0, &key.1, key.2, &block, &end, true)
-            }
+        let (block, has_malloc) = match matched {
+            Some(block) => (block, true),
             None => {
-                // FREE without MALLOC: a block allocated before collection (or a lost MALLOC).
+                // FREE without MALLOC: a block allocated before collection (or a lost MALLOC);
+                // it is the next block on its key.
                 let lone = LiveBlock {
                     size: opt_i64(c.size, i).map(i64::abs),
                     owner: None,
@@ -221,10 +315,33 @@ impl Deriver {
                     stack_py: None,
                     ..LiveBlock::from_row(c, i)
                 };
-                self.blocks
-                    .append(&self.source, key.0, &key.1, key.2, &lone, &end, false);
+                self.fates.next_block(&(key.clone(), lone.device.clone()), false);
+                (lone, false)
             }
+        };
+        let delta = if block.alloc_ts.is_some() {
+            -block.size.unwrap_or(0)
+        } else {
+            0
+        };
+        let series_device = block.device.clone();
+        let ended = Ended {
+            key: key.clone(),
+            block,
+            free_id: Some(c.id.value(i)),
+            free_ts: opt_i64(c.ts, i),
+            free_row: Some(c.row_idx.value(i)),
+            kind: if shadow { "shadow" } else { "real" },
+            has_malloc,
+            end_row: Some(c.row_idx.value(i)),
+        };
+        if shadow {
+            let waiting = (key.clone(), series_device.clone());
+            self.fates.shadow_end(waiting, key.0, ended.free_ts, ended);
+        } else {
+            self.append(ended, Fate::Released);
         }
+        self.curve_row(c, i, &series_device, delta, shadow)
     }
 
     fn oom_row(&mut self, c: &EventCols, i: usize) {
@@ -305,27 +422,36 @@ impl Deriver {
         self.blocks.finish()
     }
 
-    /// Ends the pass: blocks still live become `none` blocks.
-    pub fn finish(mut self) -> Derived {
+    /// Ends the pass: blocks still live become `none` blocks, every open fate is decided.
+    pub fn finish(mut self) -> Result<Derived> {
         let mut live: Vec<_> = self.live.drain().collect();
         live.sort_by_key(|(_, v)| v.first().map(|b| b.alloc_row));
         for (key, entries) in live {
-            for b in entries {
-                let end = BlockEnd {
+            for block in entries {
+                let ended = Ended {
+                    key: key.clone(),
+                    block,
                     free_id: None,
                     free_ts: None,
                     free_row: None,
                     kind: "none",
+                    has_malloc: true,
+                    end_row: None,
                 };
-                self.blocks
-                    .append(&self.source, key.0, &key.1, key.2, &b, &end, true);
+                self.append(ended, Fate::NeverFreed);
             }
         }
-        Derived {
+        let fates = std::mem::replace(&mut self.fates, Fates::new());
+        for (ended, fate) in fates.finish() {
+            self.append(ended, fate);
+        }
+        Ok(Derived {
             blocks: self.blocks.finish(),
             oom: oom_batch(&self.source, self.oom),
             mem_snapshots: self.snaps.finish(),
-        }
+            curve_staging: self.curve.close()?,
+            held_shadow_rows: self.held_shadow_rows,
+        })
     }
 }
 
@@ -333,6 +459,9 @@ pub struct Derived {
     pub blocks: RecordBatch,
     pub oom: RecordBatch,
     pub mem_snapshots: RecordBatch,
+    /// The staging files of `curve` and the rows whose change it must drop ([`crate::curve::finish`]).
+    pub curve_staging: crate::curve::CurveFiles,
+    pub held_shadow_rows: HashSet<u64>,
 }
 
 #[derive(Default)]
@@ -355,41 +484,40 @@ struct BlocksBuilder {
     free_kind: StringBuilder,
     stock: BooleanBuilder,
     stack_py: StringBuilder,
+    fate: StringBuilder,
+    held_at_end: BooleanBuilder,
+    end_ts: Int64Builder,
+    end_row: UInt64Builder,
     len: usize,
 }
 
 impl BlocksBuilder {
-    #[allow(clippy::too_many_arguments)]
-    fn append(
-        &mut self,
-        source: &str,
-        pid: Option<i64>,
-        pool: &str,
-        ptr: u64,
-        b: &LiveBlock,
-        end: &BlockEnd,
-        has_malloc: bool,
-    ) {
+    fn append(&mut self, source: &str, e: &Ended, fate: Fate) {
+        let (pid, pool, ptr) = &e.key;
+        let b = &e.block;
+        let held = fate.held_at_end();
         self.source.append_value(source);
-        self.pid.append_option(pid);
+        self.pid.append_option(*pid);
         self.device.append_value(&b.device);
         self.device_index.append_option(b.device_index);
         self.pool.append_value(pool);
-        self.ptr.append_value(ptr);
+        self.ptr.append_value(*ptr);
         self.size.append_option(b.size);
         self.owner.append_option(b.owner.as_deref());
         self.allocation_id.append_option(b.allocation_id);
-        self.alloc_id
-            .append_option(has_malloc.then_some(b.alloc_id));
+        self.alloc_id.append_option(e.has_malloc.then_some(b.alloc_id));
         self.alloc_ts.append_option(b.alloc_ts);
-        self.alloc_row
-            .append_option(has_malloc.then_some(b.alloc_row));
-        self.free_id.append_option(end.free_id);
-        self.free_ts.append_option(end.free_ts);
-        self.free_row.append_option(end.free_row);
-        self.free_kind.append_value(end.kind);
+        self.alloc_row.append_option(e.has_malloc.then_some(b.alloc_row));
+        self.free_id.append_option(e.free_id);
+        self.free_ts.append_option(e.free_ts);
+        self.free_row.append_option(e.free_row);
+        self.free_kind.append_value(e.kind);
         self.stock.append_value(b.stock);
         self.stack_py.append_option(b.stack_py.as_deref());
+        self.fate.append_value(fate.label());
+        self.held_at_end.append_value(held);
+        self.end_ts.append_option(if held { None } else { e.free_ts });
+        self.end_row.append_option(if held { None } else { e.end_row });
         self.len += 1;
     }
 
@@ -413,6 +541,10 @@ impl BlocksBuilder {
             ("free_kind", Arc::new(self.free_kind.finish())),
             ("stock", Arc::new(self.stock.finish())),
             ("stack_py", Arc::new(self.stack_py.finish())),
+            ("fate", Arc::new(self.fate.finish())),
+            ("held_at_end", Arc::new(self.held_at_end.finish())),
+            ("end_ts", Arc::new(self.end_ts.finish())),
+            ("end_row", Arc::new(self.end_row.finish())),
         ];
         self.len = 0;
         schema::blocks()

@@ -172,7 +172,7 @@ async fn finish_dump(
     Ok(parsed.summary)
 }
 
-/// One pass over the sorted events: blocks, oom, mem_snapshots.
+/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots.
 async fn derive(
     out: &DatasetBuilder,
     source: &Source,
@@ -193,7 +193,7 @@ async fn derive(
     .await?;
     let df = ctx
         .sql(&format!(
-            "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT') ORDER BY ts ASC NULLS LAST, row_idx"
+            "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT','SYSTEM') ORDER BY ts ASC NULLS LAST, row_idx"
         ))
         .await?;
     let mut stream = df.execute_stream().await?;
@@ -205,19 +205,36 @@ async fn derive(
         ms::blocks().schema(),
         dataset::staging_properties(),
     )?;
-    let mut deriver = Deriver::new(&source.name, ts_scale);
+    let staging_dir = out.staging_dir()?;
+    let curve_stem = format!("curve-{}", source.index);
+    let mut deriver = Deriver::new(&source.name, ts_scale, (&staging_dir, &curve_stem))?;
     while let Some(batch) = stream.next().await {
-        deriver.push(&batch?);
+        deriver.push(&batch?)?;
         if deriver.blocks_pending() >= BATCH_ROWS {
             blocks_sink.write(&deriver.take_blocks())?;
         }
     }
     ctx.deregister_table(&name)?;
-    let derived = deriver.finish();
+    let derived = deriver.finish()?;
     blocks_sink.write(&derived.blocks)?;
     blocks_sink.close()?;
     out.sort_into(&blocks_staging, &ms::blocks(), source.index)
         .await?;
+    let curve = &derived.curve_staging;
+    if curve.needs_sort() {
+        let staged = staging_dir.join(format!("{curve_stem}.parquet"));
+        crate::curve::finish(derived.curve_staging, &source.name, &derived.held_shadow_rows, &staged)?;
+        out.sort_into(&staged, &ms::curve(), source.index).await?;
+    } else {
+        let file = out.table_file("curve", source.index)?;
+        let rows = crate::curve::finish(
+            derived.curve_staging,
+            &source.name,
+            &derived.held_shadow_rows,
+            &file,
+        )?;
+        out.record("curve", &file, rows);
+    }
     out.write_tables(
         source.index,
         &[

@@ -5,14 +5,16 @@
 //! (quote-aware, multi-line stacks) → [`csv_dump`] maps columns by header name into
 //! [`events`] rows, parsing the Attr cell with [`attr`] → [`output`] streams events and
 //! rejects to staging Parquet files → [`ingest`] sorts them into canonical order and runs
-//! [`derive`] (blocks, oom, mem_snapshots) → the dataset writer of memq-core.
+//! [`derive`] (blocks with their [`fates`], [`curve`], oom, mem_snapshots) → the dataset writer of memq-core.
 
 pub mod attr;
 pub mod companions;
 pub mod csv_dump;
+pub mod curve;
 pub mod db_dump;
 pub mod derive;
 pub mod events;
+pub mod fates;
 pub mod functions;
 pub mod ingest;
 pub mod output;
@@ -31,11 +33,9 @@ use memq_core::format::{
 /// The analyses of `sql/`.
 pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "memscope",
-    "block_fates",
     "breakdown_at",
     "breakdown_tree_at",
     "capabilities",
-    "curve",
     "curve_buckets",
     "fragmentation",
     "hal_segment_summary",

@@ -67,6 +67,35 @@ pub fn blocks() -> TableDef {
             req("free_kind", Utf8, "real (a recorded FREE), shadow (a shadow FREE), replaced (address reused without FREE), none (alive at the end)"),
             req("stock", Boolean, "the MALLOC is a promoted shadow row: memory allocated before collection started"),
             col("stack_py", Utf8, "Python stack of the MALLOC"),
+            req("fate", Utf8, "how the block ended (docs/formats/memscope.md §5.5): released, replaced, never_freed, stop_period_free, residual_fill_in, exit_while_stopped or exit_fill_in"),
+            req("held_at_end", Boolean, "the memory still counts as live at the end of the data (fates exit_fill_in, exit_while_stopped, never_freed)"),
+            col("end_ts", Int64, "time the memory stops counting as live (= free_ts); NULL when held_at_end").time_ns(),
+            col("end_row", UInt64, "row_idx of the row that ends the block (the FREE, or for replaced the MALLOC that reused the address); NULL when held_at_end"),
+        ],
+    }
+}
+
+pub fn curve() -> TableDef {
+    TableDef {
+        name: "curve",
+        doc: "Memory over time, per pool: one row per MALLOC/FREE row with the counters the tool wrote and memq's live bytes of the row's series (source, pid, device, pool), computed at ingest. Ordered by series, then time.",
+        sort_order: &["source", "pid", "device", "pool", "ts", "row_idx"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written (0..31, cpu, host); for a FREE, the device of its block"),
+            req("pool", Utf8, "pool = Event Type (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...)"),
+            col("ts", Int64, "time of the row").time_ns(),
+            col("ts_raw", Int64, "time of the row as written in the file (µs for G1 sources, see sources.ts_unit)"),
+            req("row_idx", UInt64, "0-based position of the row in its file"),
+            req("id", Int64, "the tool's event ID of the row"),
+            req("event", Utf8, "MALLOC or FREE"),
+            col("size", Int64, "Attr size of the row as written (negative on G1 FREE rows)").bytes(),
+            col("used", Int64, "pool live bytes after the event, as written (HOST_PINNED: process VmRSS); NULL when absent").bytes(),
+            col("total", Int64, "pool reservation after the event, as written; NULL when absent").bytes(),
+            col("process_used", Int64, "process driver memory after the event, as written; NULL when absent").bytes(),
+            col("device_used", Int64, "whole-device used memory after the event, as written (-1 = unsupported); NULL when absent").bytes(),
+            req("live_bytes", Int64, "live bytes of the series after this row, from paired blocks (memq): the running sum of sizes allocated minus sizes ended; a block held at the end (blocks.held_at_end) ends nothing, a FREE without MALLOC changes nothing").bytes(),
         ],
     }
 }
@@ -187,6 +216,7 @@ pub fn tables() -> Vec<TableDef> {
     vec![
         events(),
         blocks(),
+        curve(),
         oom(),
         mem_snapshots(),
         python_trace(),

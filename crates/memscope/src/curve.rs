@@ -1,0 +1,383 @@
+//! Table `curve`: memory over time, one row per MALLOC/FREE row with the counters the tool
+//! wrote and memq's live bytes of the row's series, computed at ingest (docs/formats/memscope.md
+//! §5.4; design.md §9) so that no query re-pairs blocks.
+//!
+//! Two steps. During the pairing pass ([`crate::derive`]) each MALLOC/FREE row is appended to
+//! the staging file (Arrow IPC) of its series with the change of live bytes it causes; a row
+//! that ends a block by a shadow FREE is marked, because whether that memory was released is
+//! only known once the whole source has been read ([`crate::fates`]). [`finish`] then streams
+//! the staging files once, in series order, drops the change of every shadow FREE whose block
+//! is held at the end, and writes the running sum per series. The table comes out in its
+//! declared order (series, then time) without a sort, so that the analyses' windows and
+//! aggregates per series need none either; a source with more than 64 series (only hostile
+//! inputs have that many) goes through one shared file and a sort.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray,
+    StringBuilder, UInt64Builder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
+use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::ipc::writer::FileWriter;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use memq_core::dataset::{sorting_columns, writer_properties, ParquetSink};
+use memq_core::error::{MemqError, Result};
+
+use crate::schema;
+
+/// The staging columns: the curve's own columns but `source` and `live_bytes`, plus the change
+/// of live bytes and whether it waits on a shadow block's fate.
+fn staging_schema() -> SchemaRef {
+    let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
+    Arc::new(Schema::new(vec![
+        f("pid", DataType::Int64, true),
+        f("device", DataType::Utf8, false),
+        f("pool", DataType::Utf8, false),
+        f("ts", DataType::Int64, true),
+        f("ts_raw", DataType::Int64, true),
+        f("row_idx", DataType::UInt64, false),
+        f("id", DataType::Int64, false),
+        f("event", DataType::Utf8, false),
+        f("size", DataType::Int64, true),
+        f("used", DataType::Int64, true),
+        f("total", DataType::Int64, true),
+        f("process_used", DataType::Int64, true),
+        f("device_used", DataType::Int64, true),
+        f("delta", DataType::Int64, false),
+        f("shadow_end", DataType::Boolean, false),
+    ]))
+}
+
+/// One curve row as the pairing pass sees it.
+pub struct CurveRow<'a> {
+    pub pid: Option<i64>,
+    pub device: &'a str,
+    pub pool: &'a str,
+    pub ts: Option<i64>,
+    pub ts_raw: Option<i64>,
+    pub row_idx: u64,
+    pub id: i64,
+    pub event: &'a str,
+    pub size: Option<i64>,
+    pub used: Option<i64>,
+    pub total: Option<i64>,
+    pub process_used: Option<i64>,
+    pub device_used: Option<i64>,
+    /// Change of the series' live bytes at this row.
+    pub delta: i64,
+    /// The row ends a block by a shadow FREE: `delta` applies only if the block is released.
+    pub shadow_end: bool,
+}
+
+/// A series: (pid, device, pool).
+type Series = (Option<i64>, String, String);
+
+/// Series kept in files of their own; rows of any further series share one overflow file.
+const MAX_SERIES_FILES: usize = 64;
+
+/// Rows buffered per series before they go to its staging file.
+const SERIES_BATCH_ROWS: usize = 8 * 1024;
+
+/// The staging rows of one file: builders and the IPC writer.
+struct StagingFile {
+    writer: FileWriter<File>,
+    path: std::path::PathBuf,
+    pid: Int64Builder,
+    device: StringBuilder,
+    pool: StringBuilder,
+    ts: Int64Builder,
+    ts_raw: Int64Builder,
+    row_idx: UInt64Builder,
+    id: Int64Builder,
+    event: StringBuilder,
+    size: Int64Builder,
+    used: Int64Builder,
+    total: Int64Builder,
+    process_used: Int64Builder,
+    device_used: Int64Builder,
+    delta: Int64Builder,
+    shadow_end: BooleanBuilder,
+    len: usize,
+}
+
+impl StagingFile {
+    fn create(path: std::path::PathBuf) -> Result<StagingFile> {
+        let file = File::create(&path).map_err(|e| MemqError::io(&path, e))?;
+        Ok(StagingFile {
+            writer: FileWriter::try_new(file, &staging_schema())?,
+            path,
+            pid: Int64Builder::new(),
+            device: StringBuilder::new(),
+            pool: StringBuilder::new(),
+            ts: Int64Builder::new(),
+            ts_raw: Int64Builder::new(),
+            row_idx: UInt64Builder::new(),
+            id: Int64Builder::new(),
+            event: StringBuilder::new(),
+            size: Int64Builder::new(),
+            used: Int64Builder::new(),
+            total: Int64Builder::new(),
+            process_used: Int64Builder::new(),
+            device_used: Int64Builder::new(),
+            delta: Int64Builder::new(),
+            shadow_end: BooleanBuilder::new(),
+            len: 0,
+        })
+    }
+
+    fn push(&mut self, r: &CurveRow) -> Result<()> {
+        self.pid.append_option(r.pid);
+        self.device.append_value(r.device);
+        self.pool.append_value(r.pool);
+        self.ts.append_option(r.ts);
+        self.ts_raw.append_option(r.ts_raw);
+        self.row_idx.append_value(r.row_idx);
+        self.id.append_value(r.id);
+        self.event.append_value(r.event);
+        self.size.append_option(r.size);
+        self.used.append_option(r.used);
+        self.total.append_option(r.total);
+        self.process_used.append_option(r.process_used);
+        self.device_used.append_option(r.device_used);
+        self.delta.append_value(r.delta);
+        self.shadow_end.append_value(r.shadow_end);
+        self.len += 1;
+        if self.len >= SERIES_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.pid.finish()),
+            Arc::new(self.device.finish()),
+            Arc::new(self.pool.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.ts_raw.finish()),
+            Arc::new(self.row_idx.finish()),
+            Arc::new(self.id.finish()),
+            Arc::new(self.event.finish()),
+            Arc::new(self.size.finish()),
+            Arc::new(self.used.finish()),
+            Arc::new(self.total.finish()),
+            Arc::new(self.process_used.finish()),
+            Arc::new(self.device_used.finish()),
+            Arc::new(self.delta.finish()),
+            Arc::new(self.shadow_end.finish()),
+        ];
+        self.len = 0;
+        let batch = RecordBatch::try_new(staging_schema(), columns)?;
+        self.writer.write(&batch)?;
+        Ok(())
+    }
+
+    fn close(mut self) -> Result<std::path::PathBuf> {
+        self.flush()?;
+        self.writer.finish()?;
+        Ok(self.path)
+    }
+}
+
+/// The staging rows of `curve`, one file per series (rows in time order within each), so that
+/// the table comes out ordered by series then time without a sort.
+pub struct CurveStaging {
+    dir: std::path::PathBuf,
+    stem: String,
+    /// Index into `files` of each series seen.
+    series: HashMap<Series, usize>,
+    files: Vec<StagingFile>,
+    /// The file shared by series beyond MAX_SERIES_FILES.
+    overflow: Option<usize>,
+    /// The series of the previous row and its file (rows of one series come in runs).
+    last: Option<(Series, usize)>,
+}
+
+impl CurveStaging {
+    /// Staging files go to `dir`, named after `stem`.
+    pub fn create(dir: &Path, stem: &str) -> Result<CurveStaging> {
+        Ok(CurveStaging {
+            dir: dir.to_path_buf(),
+            stem: stem.to_string(),
+            series: HashMap::new(),
+            files: Vec::new(),
+            overflow: None,
+            last: None,
+        })
+    }
+
+    fn file_of(&mut self, r: &CurveRow) -> Result<usize> {
+        if let Some((s, f)) = &self.last {
+            if s.0 == r.pid && s.1 == r.device && s.2 == r.pool {
+                return Ok(*f);
+            }
+        }
+        let key: Series = (r.pid, r.device.to_string(), r.pool.to_string());
+        let f = match self.series.get(&key) {
+            Some(&f) => f,
+            None => {
+                let f = if self.files.len() < MAX_SERIES_FILES {
+                    self.new_file()?
+                } else {
+                    match self.overflow {
+                        Some(f) => f,
+                        None => {
+                            let f = self.new_file()?;
+                            self.overflow = Some(f);
+                            f
+                        }
+                    }
+                };
+                self.series.insert(key.clone(), f);
+                f
+            }
+        };
+        self.last = Some((key, f));
+        Ok(f)
+    }
+
+    fn new_file(&mut self) -> Result<usize> {
+        let path = self
+            .dir
+            .join(format!("{}-{}.arrow", self.stem, self.files.len()));
+        self.files.push(StagingFile::create(path)?);
+        Ok(self.files.len() - 1)
+    }
+
+    pub fn push(&mut self, r: CurveRow) -> Result<()> {
+        let f = self.file_of(&r)?;
+        self.files[f].push(&r)
+    }
+
+    /// Closes the staging files, listed in the table's series order.
+    pub fn close(self) -> Result<CurveFiles> {
+        let mut order: Vec<(&Series, usize)> = self.series.iter().map(|(s, &f)| (s, f)).collect();
+        // The table's order: pid (NULLs last), device, pool.
+        order.sort_by(|a, b| {
+            let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
+            k(a.0).cmp(&k(b.0))
+        });
+        let mut ranks: Vec<usize> = order.iter().map(|&(_, f)| f).collect();
+        ranks.dedup();
+        let sorted = self.overflow.is_none();
+        let mut paths: Vec<Option<std::path::PathBuf>> = Vec::new();
+        for file in self.files {
+            paths.push(Some(file.close()?));
+        }
+        let files = ranks
+            .into_iter()
+            .filter_map(|f| paths.get_mut(f).and_then(Option::take))
+            .collect();
+        Ok(CurveFiles { files, sorted })
+    }
+}
+
+/// The closed staging files of one source's curve.
+pub struct CurveFiles {
+    files: Vec<std::path::PathBuf>,
+    /// The files, read in turn, give the table's order (no overflow file).
+    sorted: bool,
+}
+
+impl CurveFiles {
+    /// The staging file the rows go through when the series files are not in table order.
+    pub fn needs_sort(&self) -> bool {
+        !self.sorted
+    }
+}
+
+/// Writes the rows of table `curve` of `source` to `out` from the staging files: `held` holds
+/// the row_idx of every shadow FREE whose block still counts as held at the end (its change is
+/// dropped). Returns the number of rows. When `staged.needs_sort()`, `out` is a staging file
+/// the caller sorts into place.
+pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path) -> Result<u64> {
+    let def = schema::curve();
+    let mut sink = ParquetSink::create_with(
+        out,
+        def.schema(),
+        if staged.sorted {
+            writer_properties(Some(sorting_columns(&def)))
+        } else {
+            memq_core::dataset::staging_properties()
+        },
+    )?;
+    // Live bytes per series (pid, device, pool).
+    let mut live: HashMap<Series, i64> = HashMap::new();
+    for staging in &staged.files {
+        let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
+        let reader = FileReader::try_new(file, None)?;
+        for batch in reader {
+            let batch = batch?;
+            let live_bytes = running_sums(&batch, held, &mut live);
+            let n = batch.num_rows();
+            let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
+            let mut columns: Vec<ArrayRef> = vec![source_col];
+            columns.extend((0..13).map(|c| batch.column(c).clone()));
+            columns.push(Arc::new(Int64Array::from(live_bytes)));
+            sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
+        }
+        std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
+    }
+    sink.close()
+}
+
+/// The live bytes of each row's series after the row.
+fn running_sums(
+    batch: &RecordBatch,
+    held: &HashSet<u64>,
+    live: &mut HashMap<Series, i64>,
+) -> Vec<i64> {
+    let pid = batch.column(0).as_primitive::<Int64Type>();
+    let device = batch.column(1).as_string::<i32>();
+    let pool = batch.column(2).as_string::<i32>();
+    let row_idx = batch.column(5).as_primitive::<UInt64Type>();
+    let delta = batch.column(13).as_primitive::<Int64Type>();
+    let shadow_end = batch.column(14).as_boolean();
+    let mut out = Vec::with_capacity(batch.num_rows());
+    let mut last: Option<(Option<i64>, &str, &str, i64)> = None;
+    for i in 0..batch.num_rows() {
+        let key = (
+            pid.is_valid(i).then(|| pid.value(i)),
+            device.value(i),
+            pool.value(i),
+        );
+        let d = if shadow_end.value(i) && held.contains(&row_idx.value(i)) {
+            0
+        } else {
+            delta.value(i)
+        };
+        // Rows of one series come in runs: the map is only read when the series changes.
+        let value = match &mut last {
+            Some((p, dv, pl, v)) if (*p, *dv, *pl) == key => {
+                *v += d;
+                *v
+            }
+            _ => {
+                if let Some((p, dv, pl, v)) = last.take() {
+                    live.insert((p, dv.to_string(), pl.to_string()), v);
+                }
+                let v = live
+                    .get(&(key.0, key.1.to_string(), key.2.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+                    + d;
+                last = Some((key.0, key.1, key.2, v));
+                v
+            }
+        };
+        out.push(value);
+    }
+    if let Some((p, dv, pl, v)) = last.take() {
+        live.insert((p, dv.to_string(), pl.to_string()), v);
+    }
+    out
+}
