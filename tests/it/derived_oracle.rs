@@ -1,6 +1,7 @@
 //! The block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
 //! curve.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
-//! curve.sql: the views memq ran per query before they were computed at ingest), on every kind of
+//! curve.sql, owner_peaks.sql: the views memq ran per query before they were computed at
+//! ingest), on every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
 
@@ -19,7 +20,14 @@ async fn register_oracle(engine: &memq_engine::Engine) {
         .replace("FROM block_fates", "FROM oracle_block_fates");
     // The oracle reads the pairing columns of `blocks` only; its own fate columns replace ours.
     let fates = fates.replace("FROM blocks b", "FROM (SELECT source, pid, device, device_index, pool, ptr, size, owner, allocation_id, alloc_id, alloc_ts, alloc_row, free_id, free_ts, free_row, free_kind, stock, stack_py FROM blocks) b");
-    for (name, sql) in [("oracle_block_fates", fates), ("oracle_curve", curve)] {
+    let owner_peaks = std::fs::read_to_string(dir.join("owner_peaks.sql"))
+        .unwrap()
+        .replace("FROM blocks\n", "FROM oracle_block_fates\n");
+    for (name, sql) in [
+        ("oracle_block_fates", fates),
+        ("oracle_curve", curve),
+        ("oracle_owner_peaks", owner_peaks),
+    ] {
         engine
             .query(&format!("CREATE VIEW {name} AS {sql}"))
             .await
@@ -45,11 +53,14 @@ async fn check(input: PathBuf) -> Vec<String> {
     register_oracle(&e).await;
     let fate_cols = "source, pid, device, pool, ptr, alloc_row, free_row, fate, held_at_end, end_ts, end_row";
     let curve_cols = "source, pid, device, pool, ts, ts_raw, row_idx, id, event, size, used, total, process_used, device_used, live_bytes";
+    let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
     for (a, b, cols) in [
         ("blocks", "oracle_block_fates", fate_cols),
         ("oracle_block_fates", "blocks", fate_cols),
         ("curve", "oracle_curve", curve_cols),
         ("oracle_curve", "curve", curve_cols),
+        ("owner_peaks", "oracle_owner_peaks", owner_cols),
+        ("oracle_owner_peaks", "owner_peaks", owner_cols),
     ] {
         let diff = missing(&e, a, b, cols).await;
         assert!(
@@ -196,4 +207,46 @@ async fn more_series_than_staging_files() {
     let held = int(&e, "SELECT SUM(v) FROM (SELECT pid, last_value(live_bytes ORDER BY ts, row_idx) AS v FROM curve GROUP BY pid)").await;
     let expected: i64 = (0..90).filter(|p| p % 3 == 0).map(|p| 512 * (p + 1)).sum();
     assert_eq!(held, expected);
+}
+
+#[tokio::test]
+async fn addresses_reused_without_a_free() {
+    // G2 and older write no FREE when an address is reused: the old block ends at the MALLOC
+    // that reuses it, and that one row changes two owners' bytes.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("derived-oracle")
+        .join(format!("reuse-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = 1_764_900_000_000_000_000u64;
+    let rows = [
+        (1, "MALLOC", "PTA", t + 10, "0xa0", "{size:100,owner:PTA@model@x}"),
+        (2, "MALLOC", "PTA", t + 20, "0xa0", "{size:50,owner:PTA@model@y}"),
+        (3, "MALLOC", "PTA", t + 30, "0xb0", "{size:30,owner:PTA@model@x}"),
+        (4, "MALLOC", "PTA", t + 40, "0xb0", "{size:70,owner:PTA@model@x}"),
+        (5, "FREE", "PTA", t + 50, "0xa0", "{size:50}"),
+        (6, "MALLOC", "HAL", t + 60, "0xc0", "{size:4096}"),
+        (7, "MALLOC", "HAL", t + 70, "0xc0", "{size:8192}"),
+    ];
+    let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
+    for (id, event, pool, ts, ptr, attr) in rows {
+        text.push_str(&format!("{id},{event},{pool},N/A,{ts},7,7,0,{ptr},\"{attr}\",,\n"));
+    }
+    let dump = dir.join("memscope_dump_reuse.csv");
+    std::fs::write(&dump, text).unwrap();
+    let fates = check(dump.clone()).await;
+    assert!(fates.contains(&"replaced".to_string()), "{fates:?}");
+    let e = shared_engine(&[dump]).await;
+    let owners = rows(&e, "SELECT owner, peak_bytes, peak_ts, total_bytes, blocks, end_bytes FROM owner_peaks ORDER BY owner").await;
+    assert_eq!(
+        owners,
+        vec![
+            vec!["HAL".to_string(), "8192".into(), (t + 70).to_string(), "12288".into(), "2".into(), "8192".into()],
+            vec!["PTA@model@x".to_string(), "100".into(), (t + 10).to_string(), "200".into(), "3".into(), "70".into()],
+            vec!["PTA@model@y".to_string(), "50".into(), (t + 20).to_string(), "50".into(), "1".into(), "0".into()],
+        ]
+    );
+    let live = rows(&e, "SELECT pool, live_bytes FROM curve ORDER BY ts").await;
+    let live: Vec<String> = live.into_iter().map(|r| format!("{}={}", r[0], r[1])).collect();
+    assert_eq!(live, ["PTA=100", "PTA=50", "PTA=80", "PTA=120", "PTA=70", "HAL=4096", "HAL=8192"]);
 }

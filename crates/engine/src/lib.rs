@@ -4,6 +4,7 @@
 
 pub mod functions;
 pub mod guard;
+pub mod lazy;
 pub mod library;
 pub mod units;
 
@@ -11,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::catalog::view::ViewTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
@@ -79,11 +79,20 @@ impl Engine {
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(pool))
             .build_arc()?;
-        let config = SessionConfig::new()
+        let mut config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("memq", "main");
+        // The tables are stored in their declared order (curve: by series, then time): keep that
+        // order through repartitioning instead of sorting again for each window or aggregate.
+        config.options_mut().optimizer.prefer_existing_sort = true;
         // Files can be queried by path too: `SELECT * FROM 'out.parquet'`.
         let ctx = SessionContext::new_with_config_rt(config, runtime).enable_url_table();
+        let analyses = library::analyses(&catalog.sql_files());
+        let schema = Arc::new(lazy::LibrarySchema::new(&analyses));
+        schema.bind(ctx.state_weak_ref());
+        ctx.catalog("memq")
+            .ok_or_else(|| MemqError::Query("no catalog memq".into()))?
+            .register_schema("main", schema)?;
         for def in catalog.tables() {
             register_table(&ctx, dataset, &def).await?;
         }
@@ -93,7 +102,7 @@ impl Engine {
         for f in guard::guarded_functions() {
             ctx.register_udf(f);
         }
-        register_library(&ctx, &library::analyses(&catalog.sql_files())).await?;
+        register_library(&ctx, &analyses)?;
         Ok(Engine {
             ctx,
             dataset: dataset.to_path_buf(),
@@ -143,10 +152,10 @@ async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) ->
     Ok(())
 }
 
-/// Registers every analysis: the table functions (planned when called), then the views in
-/// dependency order (each after the analyses its query reads), each with the units of its
-/// `@column` lines in its schema. An error names the file.
-async fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) -> Result<()> {
+/// Registers the analyses: the table functions (planned when called); the views live in the
+/// schema ([`lazy::LibrarySchema`]) and are planned when first named. The dependency order is
+/// computed here all the same, so that a cycle in the library is an error at open.
+fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) -> Result<()> {
     for a in analyses.iter().filter(|a| a.is_table_function()) {
         ctx.register_udtf(
             &a.name,
@@ -155,16 +164,6 @@ async fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) 
             }),
         );
     }
-    let order = library::topological(analyses).map_err(MemqError::Query)?;
-    for a in order.into_iter().filter(|a| !a.is_table_function()) {
-        let state = ctx.state();
-        let plan = library::plan(&state, a, Default::default())
-            .await
-            .map_err(|e| MemqError::Query(format!("sql/{}: {e}", a.path)))?;
-        ctx.register_table(
-            a.name.as_str(),
-            Arc::new(ViewTable::new(plan, Some(a.body.clone()))),
-        )?;
-    }
+    library::topological(analyses).map_err(MemqError::Query)?;
     Ok(())
 }

@@ -32,11 +32,12 @@
 -- @column peak_total       BIGINT   bytes: highest reservation of the series
 -- @column lowest_usage     STRUCT[] the 5 samples with the lowest usage (used / total), lowest first, earliest first on ties: list of {ts (ns), ts_raw (file unit), usage_pct (percent), used (bytes), total (bytes)}
 WITH
--- rows of framework pools that carry a reservation counter
+-- rows of framework pools that carry a reservation counter (table curve: every MALLOC/FREE
+-- row, stored by series then time, so the per-series steps below need no sort)
 pool_rows AS (
-    SELECT source, pid, device, event_type AS pool, ts, ts_raw, row_idx, used, total
-    FROM events
-    WHERE event IN ('MALLOC', 'FREE') AND event_type <> 'HAL' AND total IS NOT NULL
+    SELECT source, pid, device, pool, ts, ts_raw, row_idx, used, total
+    FROM curve
+    WHERE pool <> 'HAL' AND total IS NOT NULL
 ),
 -- fragmentation samples
 samples AS (

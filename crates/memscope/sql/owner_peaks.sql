@@ -5,9 +5,10 @@
 -- without one is listed under '(stock)' when it is stock memory (allocated before collection
 -- started) and under its pool name otherwise (as the reference does), which owner_group reports
 -- as '(unlabelled)'.
--- peak_bytes is the highest sum of that owner's live blocks, from a running sum over the blocks'
--- allocations and ends in canonical order (peaks of different owners are reached at different
--- moments, so they do not add up to a simultaneous total). As in `curve`, a block still held at
+-- peak_bytes is the highest sum of that owner's live blocks, from the running sum over the blocks'
+-- allocations and ends in canonical order that ingest stores in `curve.owner_live_bytes` (peaks
+-- of different owners are reached at different moments, so they do not add up to a
+-- simultaneous total). As in `curve`, a block still held at
 -- the end by `blocks.fate` (decided at ingest) (a shadow FREE that only fills in a release never observed)
 -- ends nothing; every other block ends at blocks.end_ts.
 -- ORDER BY peak_bytes DESC for the largest first.
@@ -24,39 +25,31 @@
 -- @column blocks      BIGINT  count: number of blocks allocated (MALLOC rows)
 -- @column end_bytes   BIGINT  bytes: the owner's bytes still held at the end of the data (blocks never released, stock included)
 WITH
--- Allocated blocks with their owner and fate.
-owned_blocks AS (
+-- Each owner's live bytes after every row that changes them: table curve (owner,
+-- owner_live_bytes), the running sum per owner of each series computed at ingest.
+owner_curve AS (
+    SELECT source, pid, device, pool, owner,
+           MAX(owner_live_bytes) AS peak_bytes,
+           FIRST_VALUE(ts ORDER BY owner_live_bytes DESC, ts, row_idx) AS peak_ts
+    FROM curve
+    WHERE owner IS NOT NULL
+    GROUP BY source, pid, device, pool, owner
+),
+-- Allocated blocks per owner: bytes and count, and the bytes never released.
+owner_blocks AS (
     SELECT source, pid, device, pool,
            COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
-           COALESCE(size, 0) AS size, alloc_ts, alloc_row, end_ts, end_row
+           SUM(COALESCE(size, 0)) AS total_bytes,
+           COUNT(*) AS blocks,
+           SUM(CASE WHEN end_ts IS NULL THEN COALESCE(size, 0) ELSE 0 END) AS end_bytes
     FROM blocks
     WHERE alloc_ts IS NOT NULL
-),
--- +size at each allocation, -size where the block ends (not for blocks held at the end).
-owner_deltas AS (
-    SELECT source, pid, device, pool, owner,
-           CASE WHEN change.kind = 'alloc' THEN alloc_ts ELSE end_ts END AS ts,
-           CASE WHEN change.kind = 'alloc' THEN alloc_row ELSE end_row END AS row_idx,
-           CASE WHEN change.kind = 'alloc' THEN size ELSE -size END AS delta,
-           CASE WHEN change.kind = 'alloc' THEN 1 ELSE 0 END AS allocation
-    FROM owned_blocks
-    CROSS JOIN (VALUES ('alloc'), ('end')) AS change(kind)
-    WHERE change.kind = 'alloc' OR end_ts IS NOT NULL
-),
--- The owner's live bytes after each change (ends before allocations within one row).
-owner_live AS (
-    SELECT source, pid, device, pool, owner, ts, row_idx, delta, allocation,
-           SUM(delta) OVER (PARTITION BY source, pid, device, pool, owner
-                            ORDER BY ts, row_idx, delta
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS live
-    FROM owner_deltas
+    GROUP BY 1, 2, 3, 4, 5
 )
-SELECT source, pid, device, pool, owner,
-       owner_group(owner) AS owner_group,
-       MAX(live) AS peak_bytes,
-       FIRST_VALUE(ts ORDER BY live DESC, ts, row_idx) AS peak_ts,
-       SUM(CASE WHEN allocation = 1 THEN delta ELSE 0 END) AS total_bytes,
-       SUM(allocation) AS blocks,
-       SUM(delta) AS end_bytes
-FROM owner_live
-GROUP BY source, pid, device, pool, owner
+SELECT b.source, b.pid, b.device, b.pool, b.owner,
+       owner_group(b.owner) AS owner_group,
+       c.peak_bytes, c.peak_ts, b.total_bytes, b.blocks, b.end_bytes
+FROM owner_blocks b
+JOIN owner_curve c
+  ON c.source = b.source AND (c.pid IS NOT DISTINCT FROM b.pid) AND c.device = b.device
+ AND c.pool = b.pool AND c.owner = b.owner

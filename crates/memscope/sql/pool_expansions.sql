@@ -30,10 +30,10 @@
 WITH
 -- rows of framework pools that carry a reservation counter
 pool_rows AS (
-    SELECT source, pid, device, event_type AS pool, ts, ts_raw, row_idx, event, used, total,
+    SELECT source, pid, device, pool, ts, ts_raw, row_idx, event, used, total,
            FALSE AS is_hal, 0 AS hal_size
-    FROM events
-    WHERE event IN ('MALLOC', 'FREE') AND event_type <> 'HAL' AND total IS NOT NULL
+    FROM curve
+    WHERE pool <> 'HAL' AND total IS NOT NULL
 ),
 -- HAL MALLOCs (not promoted stock) of the same file/process/device
 hal_rows AS (

@@ -33,9 +33,8 @@ step_list AS (
 ),
 -- the pools with memory rows on each (source, pid, device)
 pools AS (
-    SELECT DISTINCT source, pid, device, event_type AS pool
-    FROM events
-    WHERE event IN ('MALLOC', 'FREE')
+    SELECT DISTINCT source, pid, device, pool
+    FROM curve
 ),
 -- one stream per pool series: its values plus a start and an end marker per step (the
 -- markers carry the step's description). At equal times a start marker sorts before the

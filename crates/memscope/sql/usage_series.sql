@@ -26,10 +26,9 @@
 WITH
 -- framework pools: the counters written on the rows themselves (shadow rows carry none)
 attr_points AS (
-    SELECT source, pid, device, event_type AS pool, ts, row_idx, used, total
-    FROM events
-    WHERE event IN ('MALLOC', 'FREE')
-      AND event_type <> 'HAL'
+    SELECT source, pid, device, pool, ts, row_idx, used, total
+    FROM curve
+    WHERE pool <> 'HAL'
       AND (used IS NOT NULL OR total IS NOT NULL)
 ),
 -- +size when a HAL block starts, -size when it really ends (one pass: each block twice)

@@ -51,6 +51,10 @@ fn staging_schema() -> SchemaRef {
         f("device_used", DataType::Int64, true),
         f("delta", DataType::Int64, false),
         f("shadow_end", DataType::Boolean, false),
+        f("owner", DataType::Utf8, true),
+        f("owner_delta", DataType::Int64, false),
+        f("old_owner", DataType::Utf8, true),
+        f("old_delta", DataType::Int64, false),
     ]))
 }
 
@@ -73,6 +77,13 @@ pub struct CurveRow<'a> {
     pub delta: i64,
     /// The row ends a block by a shadow FREE: `delta` applies only if the block is released.
     pub shadow_end: bool,
+    /// The owner (as owner_peaks names it) of the block the row allocates or ends, and the
+    /// change of that owner's live bytes; for a MALLOC that reuses a live block's address,
+    /// also the owner of the block it ends and that change.
+    pub owner: Option<&'a str>,
+    pub owner_delta: i64,
+    pub old_owner: Option<&'a str>,
+    pub old_delta: i64,
 }
 
 /// A series: (pid, device, pool).
@@ -103,6 +114,10 @@ struct StagingFile {
     device_used: Int64Builder,
     delta: Int64Builder,
     shadow_end: BooleanBuilder,
+    owner: StringBuilder,
+    owner_delta: Int64Builder,
+    old_owner: StringBuilder,
+    old_delta: Int64Builder,
     len: usize,
 }
 
@@ -127,6 +142,10 @@ impl StagingFile {
             device_used: Int64Builder::new(),
             delta: Int64Builder::new(),
             shadow_end: BooleanBuilder::new(),
+            owner: StringBuilder::new(),
+            owner_delta: Int64Builder::new(),
+            old_owner: StringBuilder::new(),
+            old_delta: Int64Builder::new(),
             len: 0,
         })
     }
@@ -147,6 +166,10 @@ impl StagingFile {
         self.device_used.append_option(r.device_used);
         self.delta.append_value(r.delta);
         self.shadow_end.append_value(r.shadow_end);
+        self.owner.append_option(r.owner);
+        self.owner_delta.append_value(r.owner_delta);
+        self.old_owner.append_option(r.old_owner);
+        self.old_delta.append_value(r.old_delta);
         self.len += 1;
         if self.len >= SERIES_BATCH_ROWS {
             self.flush()?;
@@ -174,6 +197,10 @@ impl StagingFile {
             Arc::new(self.device_used.finish()),
             Arc::new(self.delta.finish()),
             Arc::new(self.shadow_end.finish()),
+            Arc::new(self.owner.finish()),
+            Arc::new(self.owner_delta.finish()),
+            Arc::new(self.old_owner.finish()),
+            Arc::new(self.old_delta.finish()),
         ];
         self.len = 0;
         let batch = RecordBatch::try_new(staging_schema(), columns)?;
@@ -310,19 +337,23 @@ pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path)
             memq_core::dataset::staging_properties()
         },
     )?;
-    // Live bytes per series (pid, device, pool).
-    let mut live: HashMap<Series, i64> = HashMap::new();
+    // Live bytes per series (pid, device, pool), and per owner of each series.
+    let mut live = Sums::default();
+    let mut owners = Sums::default();
     for staging in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
         for batch in reader {
             let batch = batch?;
             let live_bytes = running_sums(&batch, held, &mut live);
+            let owner_live = owner_sums(&batch, held, &mut owners);
             let n = batch.num_rows();
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..13).map(|c| batch.column(c).clone()));
             columns.push(Arc::new(Int64Array::from(live_bytes)));
+            columns.push(batch.column(OWNER).clone());
+            columns.push(Arc::new(owner_live));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
         }
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
@@ -330,54 +361,88 @@ pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path)
     sink.close()
 }
 
+/// Running sums by (name, pid, device, pool), looked up without allocating: by name first
+/// (an owner, or the pool itself), then among the few series that name appears in.
+#[derive(Default)]
+struct Sums {
+    by_name: HashMap<String, Vec<(Option<i64>, String, String, i64)>>,
+}
+
+impl Sums {
+    fn add(&mut self, name: &str, pid: Option<i64>, device: &str, pool: &str, d: i64) -> i64 {
+        let list = match self.by_name.get_mut(name) {
+            Some(l) => l,
+            None => self.by_name.entry(name.to_string()).or_default(),
+        };
+        if let Some(e) = list
+            .iter_mut()
+            .find(|e| e.0 == pid && e.1 == device && e.2 == pool)
+        {
+            e.3 += d;
+            return e.3;
+        }
+        list.push((pid, device.to_string(), pool.to_string(), d));
+        d
+    }
+}
+
 /// The live bytes of each row's series after the row.
-fn running_sums(
-    batch: &RecordBatch,
-    held: &HashSet<u64>,
-    live: &mut HashMap<Series, i64>,
-) -> Vec<i64> {
+fn running_sums(batch: &RecordBatch, held: &HashSet<u64>, live: &mut Sums) -> Vec<i64> {
     let pid = batch.column(0).as_primitive::<Int64Type>();
     let device = batch.column(1).as_string::<i32>();
     let pool = batch.column(2).as_string::<i32>();
     let row_idx = batch.column(5).as_primitive::<UInt64Type>();
     let delta = batch.column(13).as_primitive::<Int64Type>();
-    let shadow_end = batch.column(14).as_boolean();
-    let mut out = Vec::with_capacity(batch.num_rows());
-    let mut last: Option<(Option<i64>, &str, &str, i64)> = None;
+    let shadow_end = batch.column(SHADOW_END).as_boolean();
+    (0..batch.num_rows())
+        .map(|i| {
+            let d = if shadow_end.value(i) && held.contains(&row_idx.value(i)) {
+                0
+            } else {
+                delta.value(i)
+            };
+            let p = pid.is_valid(i).then(|| pid.value(i));
+            live.add(pool.value(i), p, device.value(i), pool.value(i), d)
+        })
+        .collect()
+}
+
+/// Staging column positions used by the second step.
+const SHADOW_END: usize = 14;
+const OWNER: usize = 15;
+
+/// The live bytes of each row's owner in its series after the row (NULL for a row that changes
+/// no owner's bytes).
+fn owner_sums(batch: &RecordBatch, held: &HashSet<u64>, owners: &mut Sums) -> Int64Array {
+    let pid = batch.column(0).as_primitive::<Int64Type>();
+    let device = batch.column(1).as_string::<i32>();
+    let pool = batch.column(2).as_string::<i32>();
+    let row_idx = batch.column(5).as_primitive::<UInt64Type>();
+    let shadow_end = batch.column(SHADOW_END).as_boolean();
+    let owner = batch.column(OWNER).as_string::<i32>();
+    let owner_delta = batch.column(OWNER + 1).as_primitive::<Int64Type>();
+    let old_owner = batch.column(OWNER + 2).as_string::<i32>();
+    let old_delta = batch.column(OWNER + 3).as_primitive::<Int64Type>();
+    let mut out = Int64Builder::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
-        let key = (
+        let (p, dv, pl) = (
             pid.is_valid(i).then(|| pid.value(i)),
             device.value(i),
             pool.value(i),
         );
+        if old_owner.is_valid(i) {
+            owners.add(old_owner.value(i), p, dv, pl, old_delta.value(i));
+        }
+        if owner.is_null(i) {
+            out.append_null();
+            continue;
+        }
         let d = if shadow_end.value(i) && held.contains(&row_idx.value(i)) {
             0
         } else {
-            delta.value(i)
+            owner_delta.value(i)
         };
-        // Rows of one series come in runs: the map is only read when the series changes.
-        let value = match &mut last {
-            Some((p, dv, pl, v)) if (*p, *dv, *pl) == key => {
-                *v += d;
-                *v
-            }
-            _ => {
-                if let Some((p, dv, pl, v)) = last.take() {
-                    live.insert((p, dv.to_string(), pl.to_string()), v);
-                }
-                let v = live
-                    .get(&(key.0, key.1.to_string(), key.2.to_string()))
-                    .copied()
-                    .unwrap_or(0)
-                    + d;
-                last = Some((key.0, key.1, key.2, v));
-                v
-            }
-        };
-        out.push(value);
+        out.append_value(owners.add(owner.value(i), p, dv, pl, d));
     }
-    if let Some((p, dv, pl, v)) = last.take() {
-        live.insert((p, dv.to_string(), pl.to_string()), v);
-    }
-    out
+    out.finish()
 }

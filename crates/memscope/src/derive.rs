@@ -51,6 +51,30 @@ impl LiveBlock {
     }
 }
 
+impl LiveBlock {
+    /// The owner as owner_peaks names it: the MALLOC's owner, else `(stock)` for stock
+    /// memory, else the pool.
+    fn owner_label(&self, pool: &str) -> String {
+        match self.owner.as_deref() {
+            Some(o) if !o.is_empty() => o.to_string(),
+            _ if self.stock => "(stock)".to_string(),
+            _ => pool.to_string(),
+        }
+    }
+}
+
+/// What a MALLOC/FREE row does to live bytes: the block it allocates or ends (its owner and
+/// the change of that owner's bytes) and, for a MALLOC that reuses a live block's address, the
+/// block it ends.
+#[derive(Default)]
+struct Change {
+    owner: Option<String>,
+    owner_delta: i64,
+    old: Option<(String, i64)>,
+    /// The row ends its block by a shadow FREE (the change holds only if it is released).
+    shadow_end: bool,
+}
+
 /// (pid, pool, ptr): several devices may share one key.
 type BlockKey = (Option<i64>, String, u64);
 
@@ -218,17 +242,11 @@ impl Deriver {
         })
     }
 
-    /// The curve row of MALLOC/FREE row `i`, in the series of `device`, changing live bytes by
-    /// `delta` (no change on a row without a time: it has no place on the time line).
-    fn curve_row(
-        &mut self,
-        c: &EventCols,
-        i: usize,
-        device: &str,
-        delta: i64,
-        shadow_end: bool,
-    ) -> Result<()> {
+    /// The curve row of MALLOC/FREE row `i`, in the series of `device`, with the change it
+    /// causes (none on a row without a time: it has no place on the time line).
+    fn curve_row(&mut self, c: &EventCols, i: usize, device: &str, change: Change) -> Result<()> {
         let timed = c.ts.is_valid(i);
+        let delta = change.owner_delta + change.old.as_ref().map_or(0, |o| o.1);
         self.curve.push(CurveRow {
             pid: opt_i64(c.pid, i),
             device: if timed { device } else { c.device.value(i) },
@@ -244,21 +262,25 @@ impl Deriver {
             process_used: opt_i64(c.process_used, i),
             device_used: opt_i64(c.device_used, i),
             delta: if timed { delta } else { 0 },
-            shadow_end: timed && shadow_end,
+            shadow_end: timed && change.shadow_end,
+            owner: change.owner.as_deref().filter(|_| timed),
+            owner_delta: if timed { change.owner_delta } else { 0 },
+            old_owner: change.old.as_ref().filter(|_| timed).map(|o| o.0.as_str()),
+            old_delta: change.old.as_ref().filter(|_| timed).map_or(0, |o| o.1),
         })
     }
 
     fn malloc(&mut self, c: &EventCols, i: usize) -> Result<()> {
         let Some(key) = Self::key(c, i) else {
-            return self.curve_row(c, i, "", 0, false);
+            return self.curve_row(c, i, "", Change::default());
         };
         let new = LiveBlock::from_row(c, i);
         self.fates.next_block(&(key.clone(), new.device.clone()), true);
-        let mut delta = if new.alloc_ts.is_some() {
-            new.size.unwrap_or(0)
-        } else {
-            0
-        };
+        let mut change = Change::default();
+        if new.alloc_ts.is_some() {
+            change.owner = Some(new.owner_label(&key.1));
+            change.owner_delta = new.size.unwrap_or(0);
+        }
         let entries = self.live.entry(key.clone()).or_default();
         // Address reuse without a FREE: the old block ends where the new one starts.
         let replaced = entries
@@ -268,7 +290,7 @@ impl Deriver {
         entries.push(new.clone());
         if let Some(old) = replaced {
             if old.alloc_ts.is_some() {
-                delta -= old.size.unwrap_or(0);
+                change.old = Some((old.owner_label(&key.1), -old.size.unwrap_or(0)));
             }
             let ended = Ended {
                 key: key.clone(),
@@ -282,12 +304,12 @@ impl Deriver {
             };
             self.append(ended, Fate::Replaced);
         }
-        self.curve_row(c, i, &new.device, delta, false)
+        self.curve_row(c, i, &new.device, change)
     }
 
     fn free(&mut self, c: &EventCols, i: usize) -> Result<()> {
         let Some(key) = Self::key(c, i) else {
-            return self.curve_row(c, i, "", 0, false);
+            return self.curve_row(c, i, "", Change::default());
         };
         let device = c.device.value(i);
         let free_has_device = c.device_index.is_valid(i) || device == "cpu";
@@ -319,11 +341,14 @@ impl Deriver {
                 (lone, false)
             }
         };
-        let delta = if block.alloc_ts.is_some() {
-            -block.size.unwrap_or(0)
-        } else {
-            0
+        let mut change = Change {
+            shadow_end: shadow,
+            ..Change::default()
         };
+        if block.alloc_ts.is_some() {
+            change.owner = Some(block.owner_label(&key.1));
+            change.owner_delta = -block.size.unwrap_or(0);
+        }
         let series_device = block.device.clone();
         let ended = Ended {
             key: key.clone(),
@@ -341,7 +366,7 @@ impl Deriver {
         } else {
             self.append(ended, Fate::Released);
         }
-        self.curve_row(c, i, &series_device, delta, shadow)
+        self.curve_row(c, i, &series_device, change)
     }
 
     fn oom_row(&mut self, c: &EventCols, i: usize) {

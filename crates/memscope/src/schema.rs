@@ -96,6 +96,8 @@ pub fn curve() -> TableDef {
             col("process_used", Int64, "process driver memory after the event, as written; NULL when absent").bytes(),
             col("device_used", Int64, "whole-device used memory after the event, as written (-1 = unsupported); NULL when absent").bytes(),
             req("live_bytes", Int64, "live bytes of the series after this row, from paired blocks (memq): the running sum of sizes allocated minus sizes ended; a block held at the end (blocks.held_at_end) ends nothing, a FREE without MALLOC changes nothing").bytes(),
+            col("owner", Utf8, "owner of the block this row allocates or ends, as owner_peaks names it (the MALLOC's owner; (stock) or the pool when it has none); NULL when the row changes no block's bytes"),
+            col("owner_live_bytes", Int64, "live bytes of that owner in the series after this row (same rules as live_bytes); NULL with owner").bytes(),
         ],
     }
 }
