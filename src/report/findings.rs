@@ -888,7 +888,9 @@ fn leak_section(b: &mut Builder) {
     let mut blocks = Vec::new();
     let has_steps = d.capabilities.iter().any(|r| r.b("has_steps"));
     let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
-    // devices with a framework pool: HAL nests those bytes, so HAL owners are not added to the leak total there
+    // Devices with a framework pool: the HAL segments that pool reserves (owner CANN@APP,
+    // docs/formats/memscope.md §6) nest the bytes its own owners report, so they are left out of
+    // the totals there; other HAL owners (HCCL buffers, runtime, GE) count.
     let framework_dev: Vec<String> = d
         .leak_owners
         .iter()
@@ -923,11 +925,13 @@ fn leak_section(b: &mut Builder) {
         let by_time = !has_steps
             && r.i64("blocks").unwrap_or(0) >= 3
             && (last - first) as f64 > 0.5 * span as f64;
+        let nested = pool == "HAL" && owner.starts_with("CANN@APP") && framework_dev.contains(&dev);
         if !(by_steps || by_time) {
-            resident.push((dev, pool, owner, bytes, r.i64("blocks").unwrap_or(0), first));
+            let counted = if nested { 0 } else { bytes };
+            resident.push((dev, pool, owner, bytes, r.i64("blocks").unwrap_or(0), first, counted));
             continue;
         }
-        if pool != "HAL" || !framework_dev.contains(&dev) {
+        if !nested {
             leak_total += bytes;
         }
         let per_step = if held.len() >= 2 {
@@ -1039,7 +1043,7 @@ fn leak_section(b: &mut Builder) {
         blocks.push(b.push(f));
     }
     if !resident.is_empty() {
-        let total: i64 = resident.iter().map(|r| r.3).sum();
+        let total: i64 = resident.iter().map(|r| r.6).sum();
         let mut f = finding(
             "resident",
             Severity::Info,

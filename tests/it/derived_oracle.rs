@@ -219,7 +219,7 @@ async fn addresses_reused_without_a_free() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let t = 1_764_900_000_000_000_000u64;
-    let rows = [
+    let dump_rows = [
         (1, "MALLOC", "PTA", t + 10, "0xa0", "{size:100,owner:PTA@model@x}"),
         (2, "MALLOC", "PTA", t + 20, "0xa0", "{size:50,owner:PTA@model@y}"),
         (3, "MALLOC", "PTA", t + 30, "0xb0", "{size:30,owner:PTA@model@x}"),
@@ -229,7 +229,7 @@ async fn addresses_reused_without_a_free() {
         (7, "MALLOC", "HAL", t + 70, "0xc0", "{size:8192}"),
     ];
     let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
-    for (id, event, pool, ts, ptr, attr) in rows {
+    for (id, event, pool, ts, ptr, attr) in dump_rows {
         text.push_str(&format!("{id},{event},{pool},N/A,{ts},7,7,0,{ptr},\"{attr}\",,\n"));
     }
     let dump = dir.join("memscope_dump_reuse.csv");
