@@ -4,7 +4,7 @@
 #
 #   benches/snapshot_vs_reference.sh [MEMQ_BINARY] [PICKLE...]
 #
-# Default pickles: ../shared/fixtures/snapshots/real/*.pickle. The two tools take turns (ref,
+# Default pickles: ../shared/fixtures/snapshots/real/*.pickle and *.pkl. The two tools take turns (ref,
 # memq, ref, memq, ...) so that both see the same machine; prints seconds and max RSS of the
 # fastest of RUNS runs of each (default 7), and the speed-up.
 set -euo pipefail
@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 memq=${1:-$here/target/release/memq}
 shift || true
 pickles=("$@")
-[ ${#pickles[@]} -gt 0 ] || pickles=("$here"/../shared/fixtures/snapshots/real/*.pickle)
+[ ${#pickles[@]} -gt 0 ] || pickles=("$here"/../shared/fixtures/snapshots/real/*.pickle "$here"/../shared/fixtures/snapshots/real/*.pkl)
 ref=$(bash "$here/../shared/tools/reference-oracle.sh" | sed -n 's/^snapshot scripts: *//p')/snapshot_to_db.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -44,3 +44,22 @@ for p in "${pickles[@]}"; do
   read -r ms mm <<<"$memq_best"
   printf '%-36s %10s %12s %10s %12s %7.1fx\n' "$(basename "$p")" "$rs" "$rm_" "$ms" "$mm" "$(awk "BEGIN{print $rs / ($ms > 0 ? $ms : 0.01)}")"
 done
+
+# BIG_MB=100: also a pickle of about that size built from the largest real one by
+# benches/big_pickle.py (trace entries repeated), ingested by memq only (BIG_REF=1 adds the
+# reference, which takes minutes): seconds, MB/s and max RSS against the file size.
+if [ -n "${BIG_MB:-}" ]; then
+  src=$(ls -S "$here"/../shared/fixtures/snapshots/real/*.pickle | head -1)
+  big="$work/big.pickle"
+  python3 "$here/benches/big_pickle.py" "$src" "$big" "$BIG_MB" >/dev/null
+  bytes=$(stat -c %s "$big")
+  memq_best=""
+  for _ in $(seq "$runs"); do memq_best=$(faster "$memq_best" "$(once "$memq" ingest "$big" -o "$work/out.memq")"); done
+  read -r ms mm <<<"$memq_best"
+  printf '%-36s %10s %12s %10s %12s %7.1f MB/s, RSS %.2fx the file\n' "big.pickle ($((bytes >> 20)) MiB)" - - "$ms" "$mm" \
+    "$(awk "BEGIN{print $bytes / 1e6 / $ms}")" "$(awk "BEGIN{print $mm * 1024 / $bytes}")"
+  if [ -n "${BIG_REF:-}" ]; then
+    read -r rs rm_ <<<"$(once python3 "$ref" "$big" -o "$work/out.db")"
+    printf '%-36s %10s %12s %10s %12s %7.1fx\n' "big.pickle, reference once" "$rs" "$rm_" "$ms" "$mm" "$(awk "BEGIN{print $rs / $ms}")"
+  fi
+fi

@@ -4,32 +4,161 @@
 //! text's origin and the failing statement. A result is then shown with [`PrintOptions`] or
 //! written to a file with [`write`], which prints the one "N rows written" message.
 
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
-
-use datafusion::dataframe::DataFrame;
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::sql::parser::Statement as DfStatement;
 use futures::StreamExt;
+use memq_core::catalog::Unit;
 use memq_core::error::{MemqError, Result};
 
-use crate::output::{self, BytesDisplay, Format};
+use crate::errors;
+use crate::output::{self, BytesDisplay, FileSink, Format, ResultWriter, TableOptions};
 use crate::params::{self, Params};
 
-/// The result of one statement. DDL (`CREATE VIEW`, `SET`, ...) gives a result with no columns.
+/// The result of one statement, streamed: batches are read one at a time with
+/// [`StatementResult::next_batch`]. DDL (`CREATE VIEW`, `SET`, ...) gives a result with no
+/// columns.
 pub struct StatementResult {
+    /// The result's schema, its fields carrying their units (`memq.unit`).
     pub schema: SchemaRef,
-    pub batches: Vec<RecordBatch>,
-    /// The result's bytes, accounted in the session's memory pool while it is held.
-    _memory: Option<MemoryReservation>,
+    units: Vec<Unit>,
+    stream: Option<SendableRecordBatchStream>,
+    /// `q.sql: statement 2: ` for errors met while streaming.
+    place: String,
 }
 
 impl StatementResult {
     /// True for a statement that returns rows (a query), false for DDL.
     pub fn has_columns(&self) -> bool {
         !self.schema.fields().is_empty()
+    }
+
+    /// The next batch (its fields annotated with their units), `None` at the end.
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch>> {
+        let stream = self.stream.as_mut()?;
+        let next = stream.next().await;
+        match next {
+            None => {
+                self.stream = None;
+                None
+            }
+            Some(Ok(b)) => {
+                let own = memq_engine::units::annotate(&b.schema(), &self.units);
+                let annotated = b
+                    .clone()
+                    .with_schema(self.schema.clone())
+                    .or_else(|_| b.with_schema(own))
+                    .map_err(|e| MemqError::Query(format!("{}{e}", self.place)));
+                Some(annotated)
+            }
+            Some(Err(e)) => {
+                self.stream = None;
+                Some(Err(MemqError::Query(format!(
+                    "{}{}",
+                    self.place,
+                    exhausted(e)
+                ))))
+            }
+        }
+    }
+
+    /// Every batch, accounted in the session's memory pool while collected: a result bigger than
+    /// `--memory-limit` is an error, not an abort (issue 13, finding 3).
+    pub async fn collect(mut self, ctx: &SessionContext) -> Result<Vec<RecordBatch>> {
+        let memory =
+            MemoryConsumer::new("memq query result").register(&ctx.runtime_env().memory_pool);
+        let mut batches = Vec::new();
+        while let Some(b) = self.next_batch().await {
+            let b = b?;
+            if memory.try_grow(b.get_array_memory_size()).is_err() {
+                return Err(MemqError::Query(format!(
+                    "{}the query result needs more than the memory limit of {} MiB \
+                     (--memory-limit); add a LIMIT or aggregate, or raise --memory-limit",
+                    self.place,
+                    limit_mib()
+                )));
+            }
+            batches.push(b);
+        }
+        Ok(batches)
+    }
+}
+
+/// Asks a running print or write to stop (Ctrl-C): the consumer stops at once, ends the table
+/// with how many rows had come, and reports [`Shown::Stopped`].
+#[derive(Default)]
+pub struct Stop {
+    flag: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Stop {
+    pub fn new() -> Arc<Stop> {
+        Arc::new(Stop::default())
+    }
+
+    pub fn stop(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once [`Stop::stop`] was called.
+    pub async fn stopped(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// How a result's rows were consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// Every row, this many.
+    Done(u64),
+    /// Stopped by Ctrl-C after this many rows.
+    Stopped(u64),
+}
+
+impl Shown {
+    pub fn stopped(&self) -> bool {
+        matches!(self, Shown::Stopped(_))
+    }
+}
+
+/// The next batch, or `None` when the result ends or `stop` fires.
+async fn next_or_stop(
+    result: &mut StatementResult,
+    stop: &Stop,
+) -> Option<Option<Result<RecordBatch>>> {
+    // Let the task's other branches run (Ctrl-C): when the rows come faster than they are
+    // printed, the stream is always ready and tokio's budget (128 batches) may never run out.
+    tokio::task::yield_now().await;
+    if stop.is_stopped() {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        _ = stop.stopped() => None,
+        b = result.next_batch() => Some(b),
     }
 }
 
@@ -39,6 +168,10 @@ pub struct PrintOptions {
     pub format: Format,
     /// Byte columns (by their unit) humanized or raw; humanized only in table format.
     pub bytes: BytesDisplay,
+    /// Rows the table view shows at most (head and tail); 0 shows all.
+    pub max_rows: usize,
+    /// The width the table view is fitted to; `None` does not fit it.
+    pub width: Option<usize>,
 }
 
 impl PrintOptions {
@@ -50,24 +183,75 @@ impl PrintOptions {
             } else {
                 BytesDisplay::Human
             },
+            max_rows: output::DEFAULT_MAX_ROWS,
+            width: None,
         }
     }
 
-    /// The result as text.
-    pub fn render(&self, result: &StatementResult) -> Result<String> {
-        let bytes = if self.format == Format::Table {
-            self.bytes
-        } else {
-            BytesDisplay::Raw
-        };
-        output::render(&result.schema, &result.batches, self.format, bytes)
+    fn table(&self) -> TableOptions {
+        TableOptions {
+            max_rows: self.max_rows,
+            width: self.width,
+            bytes: if self.format == Format::Table {
+                self.bytes
+            } else {
+                BytesDisplay::Raw
+            },
+        }
+    }
+
+    /// Prints the result on `out` batch by batch until it ends or `stop` fires.
+    pub async fn print_to<W: Write>(
+        &self,
+        result: &mut StatementResult,
+        out: W,
+        stop: &Stop,
+    ) -> Result<Shown> {
+        let mut w = ResultWriter::new(out, &result.schema, self.format, self.table())?;
+        loop {
+            match next_or_stop(result, stop).await {
+                None => {
+                    let rows = w.rows();
+                    w.interrupted()?;
+                    return Ok(Shown::Stopped(rows));
+                }
+                Some(None) => return Ok(Shown::Done(w.finish()?.0)),
+                Some(Some(b)) => w.write(&b?)?,
+            }
+        }
     }
 
     /// Prints the result on stdout.
-    pub fn print(&self, result: &StatementResult) -> Result<()> {
-        print!("{}", self.render(result)?);
-        Ok(())
+    pub async fn print(&self, result: &mut StatementResult, stop: &Stop) -> Result<Shown> {
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        self.print_to(result, out, stop).await
     }
+}
+
+/// The width of the terminal on stdout: `$COLUMNS` when set, else the tty's size; `None` when
+/// stdout is not a terminal (a pipe gets the whole table).
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return Some(n);
+    }
+    #[cfg(unix)]
+    {
+        // SAFETY: TIOCGWINSZ fills a winsize struct; a failure leaves it zeroed.
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+        if ok && ws.ws_col > 0 {
+            return Some(ws.ws_col as usize);
+        }
+    }
+    None
 }
 
 /// Where a text of statements comes from, for error messages: `q.sql: statement 2: ...`.
@@ -80,59 +264,147 @@ fn place(origin: &str, index: usize, many: bool) -> String {
     }
 }
 
-/// Runs every statement of `sql` in order, binding `params`. `origin` names the text in errors
-/// (a file name; empty for text typed or given with `-e`).
-pub async fn run(
-    ctx: &SessionContext,
-    sql: &str,
-    params: &Params,
-    origin: &str,
-) -> Result<Vec<StatementResult>> {
+/// The statements of one SQL text, planned and started one at a time: a result must be consumed
+/// before the next statement is planned (`SELECT * FROM v; DROP VIEW v`).
+pub struct Statements<'a> {
+    ctx: &'a SessionContext,
+    sql: &'a str,
+    params: &'a Params,
+    origin: &'a str,
+    items: std::vec::IntoIter<DfStatement>,
+    index: usize,
+    many: bool,
+    queries: usize,
+}
+
+/// True for a statement that returns rows (a query, EXPLAIN, SHOW, DESCRIBE).
+fn returns_rows(s: &DfStatement) -> bool {
+    use datafusion::sql::sqlparser::ast::Statement as S;
+    match s {
+        DfStatement::Statement(s) => matches!(
+            s.as_ref(),
+            S::Query(_)
+                | S::ShowTables { .. }
+                | S::ShowColumns { .. }
+                | S::ShowVariable { .. }
+                | S::ExplainTable { .. }
+                | S::Explain { .. }
+        ),
+        DfStatement::Explain(_) => true,
+        _ => false,
+    }
+}
+
+/// Parses `sql` into statements, binding `params` as each is planned. `origin` names the text
+/// in errors (a file name; empty for text typed or given with `-e`).
+pub fn statements<'a>(
+    ctx: &'a SessionContext,
+    sql: &'a str,
+    params: &'a Params,
+    origin: &'a str,
+) -> Result<Statements<'a>> {
     check_expression_size(sql)
         .map_err(|e| MemqError::Query(format!("{}{e}", place(origin, 0, false))))?;
-    let statements = params::parse_statements(ctx, sql)
-        .map_err(|e| MemqError::Query(format!("{}{e}", place(origin, 0, false))))?;
-    if statements.is_empty() {
+    let parsed = params::parse_statements_df(ctx, sql).map_err(|e| {
+        MemqError::Query(format!(
+            "{}{}",
+            place(origin, 0, false),
+            errors::describe(&e, sql, ctx)
+        ))
+    })?;
+    if parsed.is_empty() {
         return Err(MemqError::Query(format!(
             "{}no statement",
             place(origin, 0, false)
         )));
     }
-    let many = statements.len() > 1;
-    let mut out = Vec::new();
-    for (i, stmt) in statements.into_iter().enumerate() {
-        let at = |e: MemqError| MemqError::Query(format!("{}{e}", place(origin, i, many)));
-        let df = params::plan_statement(ctx, stmt, params)
-            .await
-            .map_err(at)?;
-        let units = memq_engine::units::units(df.logical_plan());
-        let mut schema = memq_engine::units::annotate(df.schema().inner(), &units);
-        let (batches, memory) = collect_bounded(ctx, df).await.map_err(at)?;
-        let batches = batches
-            .into_iter()
-            .map(|b| {
-                let annotated = memq_engine::units::annotate(&b.schema(), &units);
-                b.with_schema(annotated)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| at(e.into()))?;
-        if let Some(b) = batches.first() {
-            schema = b.schema();
-        }
-        out.push(StatementResult {
-            schema,
-            batches,
-            _memory: Some(memory),
-        });
-    }
-    Ok(out)
+    let many = parsed.len() > 1;
+    let queries = parsed.iter().filter(|s| returns_rows(s)).count();
+    Ok(Statements {
+        queries,
+        ctx,
+        sql,
+        params,
+        origin,
+        items: parsed.into_iter(),
+        index: 0,
+        many,
+    })
 }
 
-/// Writes a result to `path` (the writer chosen by its extension) and says so on stderr.
-pub fn write(result: &StatementResult, path: &Path) -> Result<u64> {
-    let rows = output::write_file(path, &result.schema, &result.batches)?;
+impl Statements<'_> {
+    /// Statements not yet started.
+    pub fn remaining(&self) -> usize {
+        self.items.len()
+    }
+
+    /// How many of the statements return rows (queries, EXPLAIN, SHOW).
+    pub fn queries(&self) -> usize {
+        self.queries
+    }
+
+    /// Plans and starts the next statement (DDL takes effect here).
+    pub async fn next(&mut self) -> Option<Result<StatementResult>> {
+        let stmt = self.items.next()?;
+        let i = self.index;
+        self.index += 1;
+        let at = place(self.origin, i, self.many);
+        Some(self.start(stmt, at).await)
+    }
+
+    async fn start(&self, stmt: DfStatement, at: String) -> Result<StatementResult> {
+        let fail = |e: DataFusionError| {
+            MemqError::Query(format!("{at}{}", errors::describe(&e, self.sql, self.ctx)))
+        };
+        let df = params::plan_statement_df(self.ctx, stmt, self.params)
+            .await
+            .map_err(|e| match e {
+                params::PlanError::Bind(e) => MemqError::Query(format!("{at}{e}")),
+                params::PlanError::Df(e) => fail(e),
+            })?;
+        let units = memq_engine::units::units(df.logical_plan());
+        let plan = df
+            .create_physical_plan()
+            .await
+            .map_err(|e| MemqError::Query(format!("{at}{}", exhausted(e))))?;
+        let schema = memq_engine::units::annotate(&plan.schema(), &units);
+        let stream = datafusion::physical_plan::execute_stream(plan, self.ctx.task_ctx())
+            .map_err(|e| MemqError::Query(format!("{at}{}", exhausted(e))))?;
+        Ok(StatementResult {
+            schema,
+            units,
+            stream: Some(stream),
+            place: at,
+        })
+    }
+}
+
+/// Writes a result to `path` (the writer chosen by its extension), batch by batch, and says so
+/// on stderr. Stopped (Ctrl-C), the file is not written.
+pub async fn write(result: &mut StatementResult, path: &Path, stop: &Stop) -> Result<Shown> {
+    let mut sink = FileSink::create(path, &result.schema)?;
+    let mut rows = 0u64;
+    loop {
+        match next_or_stop(result, stop).await {
+            None => {
+                drop(sink);
+                eprintln!(
+                    "stopped after {rows} rows (Ctrl-C); {} not written",
+                    path.display()
+                );
+                return Ok(Shown::Stopped(rows));
+            }
+            Some(None) => break,
+            Some(Some(b)) => {
+                let b = b?;
+                rows += b.num_rows() as u64;
+                sink.write(&b)?;
+            }
+        }
+    }
+    let rows = sink.finish()?;
     eprintln!("{}", written_message(rows, path));
-    Ok(rows)
+    Ok(Shown::Done(rows))
 }
 
 /// `1 row written to x.parquet`, `5 rows written to ...`.
@@ -149,39 +421,20 @@ fn limit_mib() -> String {
     std::env::var("MEMQ_MEMORY_LIMIT_MB").unwrap_or_else(|_| "8192".into())
 }
 
-/// Runs a planned statement and collects its result, each batch accounted in the session's
-/// memory pool: a result bigger than `--memory-limit` is an error, not an abort (issue 13,
-/// finding 3); so is an operator that cannot spill below the limit.
-async fn collect_bounded(
-    ctx: &SessionContext,
-    df: DataFrame,
-) -> Result<(Vec<RecordBatch>, MemoryReservation)> {
-    let exhausted = |e: datafusion::error::DataFusionError| -> MemqError {
-        let text = e.to_string();
-        if text.contains("Resources exhausted") {
-            MemqError::Query(format!(
-                "the query needs more than the memory limit of {} MiB (--memory-limit): {text}",
-                limit_mib()
-            ))
-        } else {
-            e.into()
-        }
-    };
-    let memory = MemoryConsumer::new("memq query result").register(&ctx.runtime_env().memory_pool);
-    let mut stream = df.execute_stream().await.map_err(exhausted)?;
-    let mut batches = Vec::new();
-    while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(exhausted)?;
-        if memory.try_grow(batch.get_array_memory_size()).is_err() {
-            return Err(MemqError::Query(format!(
-                "the query result needs more than the memory limit of {} MiB (--memory-limit); \
-                 add a LIMIT or aggregate, or raise --memory-limit",
-                limit_mib()
-            )));
-        }
-        batches.push(batch);
+/// An execution error as text: an operator that cannot spill below the memory limit is named
+/// as such (issue 13, finding 3).
+fn exhausted(e: DataFusionError) -> String {
+    let text = errors::plain(&e);
+    if text.contains("Resources exhausted")
+        || matches!(e.find_root(), DataFusionError::ResourcesExhausted(_))
+    {
+        format!(
+            "the query needs more than the memory limit of {} MiB (--memory-limit): {text}",
+            limit_mib()
+        )
+    } else {
+        text
     }
-    Ok((batches, memory))
 }
 
 /// Operators in one statement beyond which it is refused before planning: DataFusion plans

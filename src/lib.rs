@@ -7,6 +7,7 @@
 //! [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
 //! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
+pub mod errors;
 pub mod exec;
 pub mod export;
 pub mod open;

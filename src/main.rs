@@ -37,6 +37,27 @@ struct Cli {
     /// operators spill to disk past it, and a query whose result needs more fails with a message.
     #[arg(long, global = true, value_name = "SIZE")]
     memory_limit: Option<String>,
+    /// Run SQL on the inputs and exit instead of opening the shell (as `memq sql INPUT -e SQL`).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SQL",
+        conflicts_with = "file"
+    )]
+    command_sql: Option<String>,
+    /// Run the statements of FILE on the inputs and exit.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Rows the table view shows at most: the first and last ones, then "N rows, M shown"
+    /// (default 40; 0 shows all).
+    #[arg(long, global = true, value_name = "N")]
+    maxrows: Option<usize>,
+    /// Stop at the first error with exit status 1 (the default when stdin is not a terminal).
+    #[arg(long, overrides_with = "no_bail")]
+    bail: bool,
+    /// Go on after an error, also when stdin is not a terminal.
+    #[arg(long)]
+    no_bail: bool,
 }
 
 #[derive(Subcommand)]
@@ -62,8 +83,16 @@ enum Command {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
         /// The statement(s); several may be separated by `;` (each result is printed).
-        #[arg(short = 'e', long = "execute")]
-        sql: String,
+        #[arg(
+            short = 'e',
+            long = "execute",
+            required_unless_present = "file",
+            conflicts_with = "file"
+        )]
+        sql: Option<String>,
+        /// Run the statements of FILE instead of `-e`.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
         /// A parameter value: `name=value`, bound to `$name` as a typed literal (as in `memq run`).
         #[arg(long = "param", value_name = "NAME=VALUE")]
         params: Vec<String>,
@@ -210,6 +239,100 @@ fn run_output(
     }
 }
 
+/// The SQL of `-e` or `-f FILE`, and the origin errors name (the file).
+fn sql_text(sql: Option<String>, file: Option<&std::path::Path>) -> Result<(String, String)> {
+    match (sql, file) {
+        (Some(s), _) => Ok((s, String::new())),
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f).map_err(|e| MemqError::io(f, e))?;
+            Ok((text, f.display().to_string()))
+        }
+        (None, None) => Err(MemqError::Usage(
+            "give the SQL with -e or a file with -f".into(),
+        )),
+    }
+}
+
+/// `-o x.parquet --format csv`: the file's extension picks the writer, so a different
+/// `--format` is a mistake, not something to ignore.
+fn check_output_format(output: Option<&std::path::Path>, format: Format) -> Result<()> {
+    let Some(path) = output else { return Ok(()) };
+    let by_ext = memq::output::file_format(path)?;
+    if by_ext != Some(format) {
+        return Err(MemqError::Usage(format!(
+            "--format {} does not match -o {}: the file's extension picks the writer; drop --format or name the file .{}",
+            format_name(format),
+            path.display(),
+            match format {
+                Format::Markdown => "md",
+                f => format_name(f),
+            }
+        )));
+    }
+    Ok(())
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Table => "table",
+        Format::Csv => "csv",
+        Format::Tsv => "tsv",
+        Format::Json => "json",
+        Format::Ndjson => "ndjson",
+        Format::Markdown => "markdown",
+    }
+}
+
+/// Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+const INTERRUPTED: u8 = 130;
+
+/// Runs the statements of `sql`, each result printed as it streams (the last one written to
+/// `output` instead when given). Ctrl-C stops at once: the table is ended, an unfinished file
+/// is removed, and memq exits with status 130.
+async fn run_sql(
+    ctx: &datafusion::prelude::SessionContext,
+    sql: &str,
+    params: &Params,
+    origin: &str,
+    print: PrintOptions,
+    output: Option<&std::path::Path>,
+) -> Result<()> {
+    let stop = exec::Stop::new();
+    let work = async {
+        let mut statements = exec::statements(ctx, sql, params, origin)?;
+        while let Some(r) = statements.next().await {
+            let mut r = r?;
+            if !r.has_columns() {
+                continue;
+            }
+            let last = statements.remaining() == 0;
+            let shown = match output {
+                Some(path) if last => exec::write(&mut r, path, &stop).await?,
+                _ => print.print(&mut r, &stop).await?,
+            };
+            if shown.stopped() {
+                return Ok(true);
+            }
+        }
+        Ok::<bool, MemqError>(false)
+    };
+    tokio::pin!(work);
+    let stopped = tokio::select! {
+        r = &mut work => r?,
+        _ = tokio::signal::ctrl_c() => {
+            stop.stop();
+            // Printing ends its table at the next batch; a computation still running is dropped.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut work).await;
+            true
+        }
+    };
+    if stopped {
+        eprintln!("memq: interrupted");
+        std::process::exit(INTERRUPTED.into());
+    }
+    Ok(())
+}
+
 async fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
         if cli.inputs.is_empty() {
@@ -223,7 +346,29 @@ async fn run(cli: Cli) -> Result<()> {
             IngestTarget::Cache(memq_ingest::cache::cache_dir())
         };
         let opened = open_inputs_with(&cli.inputs, true, &target).await?;
-        return repl::run(opened, ReplOptions::standard()).await;
+        if cli.command_sql.is_some() || cli.file.is_some() {
+            let (text, origin) = sql_text(cli.command_sql, cli.file.as_deref())?;
+            let mut print = PrintOptions::new(Format::Table, false);
+            print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
+            print.width = exec::terminal_width();
+            return run_sql(
+                &opened.engine.ctx,
+                &text,
+                &Params::new(),
+                &origin,
+                print,
+                None,
+            )
+            .await;
+        }
+        let mut opts = ReplOptions::standard();
+        opts.max_rows = cli.maxrows;
+        opts.bail = match (cli.bail, cli.no_bail) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        return repl::run(opened, opts).await;
     };
     match command {
         Command::Ingest {
@@ -245,25 +390,30 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Sql {
             inputs,
             sql,
+            file,
             params: raw,
             format,
             output,
             raw_bytes,
         } => {
             let bound = bind_params(&raw)?;
+            let (text, origin) = sql_text(sql, file.as_deref())?;
             let opened = open_inputs(&inputs, true).await?;
-            let results = exec::run(&opened.engine.ctx, &sql, &bound, "").await?;
-            let print = PrintOptions::new(format, raw_bytes);
-            let last = results.len() - 1;
-            for (i, result) in results.iter().enumerate() {
-                match (&output, i == last) {
-                    (Some(path), true) => {
-                        exec::write(result, path)?;
-                    }
-                    _ => print.print(result)?,
-                }
+            let mut print = PrintOptions::new(format, raw_bytes);
+            print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
+            print.width = exec::terminal_width();
+            if output.is_some() && format != Format::Table {
+                check_output_format(output.as_deref(), format)?;
             }
-            Ok(())
+            run_sql(
+                &opened.engine.ctx,
+                &text,
+                &bound,
+                &origin,
+                print,
+                output.as_deref(),
+            )
+            .await
         }
         Command::Views { name, all } => {
             let analyses = memq::analyses();
@@ -319,7 +469,11 @@ async fn run(cli: Cli) -> Result<()> {
                     "memq: warning: --param {name} is not used by any query file (no ${name})"
                 );
             }
-            let out = run_output(output, format, raw_bytes)?;
+            let mut out = run_output(output, format, raw_bytes)?;
+            if let RunOutput::Stdout(print) = &mut out {
+                print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
+                print.width = exec::terminal_width();
+            }
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             run_files::run_files(&opened.engine.ctx, &files, &bound, &out).await?;
             Ok(())

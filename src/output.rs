@@ -5,15 +5,17 @@ use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::arrow::util::pretty::pretty_format_batches_with_options;
 
 use memq_core::catalog::Unit;
 use memq_core::dataset::ParquetSink;
 use memq_core::error::{Location, MemqError, Result};
+
+mod table;
+pub use table::{cut_left, cut_right, text_width, TableOptions, TableView, DEFAULT_MAX_ROWS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -80,87 +82,162 @@ fn columns_as_text(
     )?)
 }
 
-/// Rewrites byte columns as human-readable text (for table display only).
-fn humanize(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
-    use datafusion::arrow::compute::cast;
-    use datafusion::arrow::datatypes::Int64Type;
-    batches
-        .iter()
-        .map(|b| {
-            columns_as_text(
-                b,
-                |f| is_byte_column(f),
-                |c| {
-                    let ints = cast(c, &DataType::Int64)?;
-                    Ok(ints
-                        .as_primitive::<Int64Type>()
-                        .iter()
-                        .map(|v| v.map(memq_core::function::format_bytes))
-                        .collect())
-                },
-            )
-        })
-        .collect()
-}
-
-/// Renders batches in `format`.
+/// Renders batches in `format` (the table view with every row and no width limit).
 pub fn render(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     format: Format,
     bytes: BytesDisplay,
 ) -> Result<String> {
-    let mut buf = Vec::new();
-    match format {
-        Format::Table => {
-            if batches.iter().all(|b| b.num_rows() == 0) {
-                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                return Ok(format!("(0 rows: {})\n", names.join(", ")));
-            }
-            let shown = if bytes == BytesDisplay::Human {
-                humanize(batches)?
-            } else {
-                batches.to_vec()
-            };
-            let table = pretty_format_batches_with_options(&shown, &options())?;
-            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-            return Ok(format!(
-                "{table}\n{rows} row{}\n",
-                if rows == 1 { "" } else { "s" }
-            ));
-        }
-        Format::Csv | Format::Tsv => {
-            let delim = if format == Format::Csv { b',' } else { b'\t' };
-            let mut w = datafusion::arrow::csv::WriterBuilder::new()
-                .with_delimiter(delim)
-                .with_header(true)
-                .build(&mut buf);
-            if batches.is_empty() {
-                w.write(&flatten_nested(&RecordBatch::new_empty(schema.clone()))?)?;
-            }
-            for b in batches {
-                w.write(&flatten_nested(b)?)?;
-            }
-        }
-        Format::Json => {
-            let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
-            let refs: Vec<&RecordBatch> = batches.iter().collect();
-            w.write_batches(&refs)?;
-            w.finish()?;
-            if refs.is_empty() || refs.iter().all(|b| b.num_rows() == 0) {
-                buf = b"[]".to_vec();
-            }
-            buf.push(b'\n');
-        }
-        Format::Ndjson => {
-            let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut buf);
-            let refs: Vec<&RecordBatch> = batches.iter().collect();
-            w.write_batches(&refs)?;
-            w.finish()?;
-        }
-        Format::Markdown => return markdown(schema, batches),
+    let table = TableOptions {
+        max_rows: 0,
+        width: None,
+        bytes,
+    };
+    let mut w = ResultWriter::new(Vec::new(), schema, format, table)?;
+    for b in batches {
+        w.write(b)?;
     }
+    let (_, buf) = w.finish()?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+enum Inner<W: Write> {
+    Table(TableView, W),
+    Csv(datafusion::arrow::csv::Writer<W>, bool),
+    Json(datafusion::arrow::json::ArrayWriter<W>),
+    Ndjson(datafusion::arrow::json::LineDelimitedWriter<W>),
+    Markdown(W),
+}
+
+/// Writes a result batch by batch in one of the text formats: memory stays bounded by one
+/// batch (the table view keeps its head and tail only). Each batch is flushed, so a reader
+/// sees rows as they come.
+pub struct ResultWriter<W: Write> {
+    inner: Inner<W>,
+    schema: SchemaRef,
+    rows: u64,
+}
+
+fn io_err(e: std::io::Error) -> MemqError {
+    MemqError::Query(format!("cannot write the result: {e}"))
+}
+
+impl<W: Write> ResultWriter<W> {
+    pub fn new(
+        mut out: W,
+        schema: &SchemaRef,
+        format: Format,
+        table: TableOptions,
+    ) -> Result<ResultWriter<W>> {
+        let inner = match format {
+            Format::Table => Inner::Table(TableView::new(schema.clone(), table), out),
+            Format::Csv | Format::Tsv => {
+                let delim = if format == Format::Csv { b',' } else { b'\t' };
+                let w = datafusion::arrow::csv::WriterBuilder::new()
+                    .with_delimiter(delim)
+                    .with_header(true)
+                    .build(out);
+                Inner::Csv(w, false)
+            }
+            Format::Json => Inner::Json(datafusion::arrow::json::ArrayWriter::new(out)),
+            Format::Ndjson => Inner::Ndjson(datafusion::arrow::json::LineDelimitedWriter::new(out)),
+            Format::Markdown => {
+                let names: Vec<String> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| markdown_cell(f.name()))
+                    .collect();
+                write!(
+                    out,
+                    "| {} |\n|{}|\n",
+                    names.join(" | "),
+                    names.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+                )
+                .map_err(io_err)?;
+                Inner::Markdown(out)
+            }
+        };
+        Ok(ResultWriter {
+            inner,
+            schema: schema.clone(),
+            rows: 0,
+        })
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes one batch.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.rows += batch.num_rows() as u64;
+        match &mut self.inner {
+            Inner::Table(t, out) => {
+                if let Some(text) = t.push(batch)? {
+                    out.write_all(text.as_bytes()).map_err(io_err)?;
+                    out.flush().map_err(io_err)?;
+                }
+            }
+            Inner::Csv(w, started) => {
+                if batch.num_rows() > 0 || !*started {
+                    w.write(&flatten_nested(batch)?)?;
+                    *started = true;
+                }
+            }
+            Inner::Json(w) => w.write(batch)?,
+            Inner::Ndjson(w) => w.write(batch)?,
+            Inner::Markdown(out) => {
+                out.write_all(markdown_rows(batch)?.as_bytes())
+                    .map_err(io_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the result (the table's tail and footer, the JSON array's `]`); returns the rows
+    /// written and the writer.
+    pub fn finish(self) -> Result<(u64, W)> {
+        let rows = self.rows;
+        let out = match self.inner {
+            Inner::Table(t, mut out) => {
+                out.write_all(t.finish().as_bytes()).map_err(io_err)?;
+                out
+            }
+            Inner::Csv(mut w, started) => {
+                if !started {
+                    w.write(&flatten_nested(&RecordBatch::new_empty(
+                        self.schema.clone(),
+                    ))?)?;
+                }
+                w.into_inner()
+            }
+            Inner::Json(mut w) => {
+                w.finish()?;
+                let mut out = w.into_inner();
+                out.write_all(b"\n").map_err(io_err)?;
+                out
+            }
+            Inner::Ndjson(mut w) => {
+                w.finish()?;
+                w.into_inner()
+            }
+            Inner::Markdown(out) => out,
+        };
+        let mut out = out;
+        out.flush().map_err(io_err)?;
+        Ok((rows, out))
+    }
+
+    /// Ends a result whose rows stopped coming (Ctrl-C): the table's bottom border and a note.
+    pub fn interrupted(self) -> Result<()> {
+        if let Inner::Table(t, mut out) = self.inner {
+            out.write_all(t.interrupted().as_bytes()).map_err(io_err)?;
+            out.flush().map_err(io_err)?;
+        }
+        Ok(())
+    }
 }
 
 /// CSV cannot hold lists or structs: such columns are written as their display text
@@ -179,85 +256,159 @@ fn flatten_nested(batch: &RecordBatch) -> Result<RecordBatch> {
     )
 }
 
-fn markdown(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<String> {
-    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let mut out = format!(
-        "| {} |\n|{}|\n",
-        names.join(" | "),
-        names.iter().map(|_| "---").collect::<Vec<_>>().join("|")
-    );
+/// A Markdown table cell: `|` escaped, newlines as `<br>`, `<`, `>` and `&` as entities (a
+/// `<module>` frame would otherwise be read as an HTML tag).
+fn markdown_cell(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace('\n', "<br>")
+}
+
+fn markdown_rows(b: &RecordBatch) -> Result<String> {
     let opts = options();
-    for b in batches {
-        let fmts = b
-            .columns()
+    let fmts = b
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let mut out = String::new();
+    for row in 0..b.num_rows() {
+        let cells: Vec<String> = fmts
             .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for row in 0..b.num_rows() {
-            let cells: Vec<String> = fmts
-                .iter()
-                .map(|f| {
-                    f.value(row)
-                        .to_string()
-                        .replace('|', "\\|")
-                        .replace('\n', "<br>")
-                })
-                .collect();
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
-        }
+            .map(|f| markdown_cell(&f.value(row).to_string()))
+            .collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     Ok(out)
+}
+
+/// The format a file extension stands for (`None` for Parquet), or an error for an unknown one.
+pub fn file_format(path: &Path) -> Result<Option<Format>> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    Ok(match ext.as_str() {
+        "parquet" => None,
+        "csv" => Some(Format::Csv),
+        "tsv" => Some(Format::Tsv),
+        "json" => Some(Format::Json),
+        "md" => Some(Format::Markdown),
+        "ndjson" | "jsonl" => Some(Format::Ndjson),
+        _ => {
+            return Err(MemqError::input(
+                path,
+                Location::None,
+                "unknown output extension: use .parquet, .csv, .tsv, .json, .ndjson or .md",
+            ))
+        }
+    })
+}
+
+enum FileInner {
+    Parquet(ParquetSink),
+    Text(ResultWriter<std::io::BufWriter<File>>),
+}
+
+/// A result file being written batch by batch, the writer chosen by the extension. It is
+/// written under a temporary name beside it and renamed by [`FileSink::finish`]; dropped
+/// unfinished (an error, Ctrl-C), the temporary file is removed and `path` is left as it was.
+pub struct FileSink {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    inner: Option<FileInner>,
+}
+
+impl FileSink {
+    pub fn create(path: &Path, schema: &SchemaRef) -> Result<FileSink> {
+        let format = file_format(path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(MemqError::input(
+                    path,
+                    Location::None,
+                    format!("cannot write: the folder {} does not exist", dir.display()),
+                ));
+            }
+        }
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp-{}",
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        // Errors name the file asked for, not the temporary one.
+        let named = |e: MemqError| match e {
+            MemqError::Input {
+                location, reason, ..
+            } => MemqError::Input {
+                path: path.to_path_buf(),
+                location,
+                reason,
+            },
+            other => other,
+        };
+        let inner = match format {
+            None => FileInner::Parquet(ParquetSink::create(&tmp, schema.clone()).map_err(named)?),
+            Some(f) => {
+                let file = File::create(&tmp).map_err(|e| MemqError::io(path, e))?;
+                FileInner::Text(ResultWriter::new(
+                    std::io::BufWriter::new(file),
+                    schema,
+                    f,
+                    TableOptions::default(),
+                )?)
+            }
+        };
+        Ok(FileSink {
+            path: path.to_path_buf(),
+            tmp,
+            inner: Some(inner),
+        })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        match self.inner.as_mut() {
+            Some(FileInner::Parquet(s)) => s.write(batch),
+            Some(FileInner::Text(w)) => w.write(batch),
+            None => Ok(()),
+        }
+    }
+
+    /// Completes the file under its name; returns the rows written.
+    pub fn finish(mut self) -> Result<u64> {
+        let rows = match self.inner.take() {
+            Some(FileInner::Parquet(s)) => {
+                let rows = s.rows();
+                s.close()?;
+                rows
+            }
+            Some(FileInner::Text(w)) => w.finish()?.0,
+            None => 0,
+        };
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| MemqError::io(&self.path, e))?;
+        Ok(rows)
+    }
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        if self.inner.is_some() || self.tmp.exists() {
+            self.inner = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Writes batches to `path`, the writer chosen by extension. Written to a temporary name first
 /// and renamed, so a failed write never leaves a partial file under the final name.
 pub fn write_file(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<u64> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let result = (|| -> Result<()> {
-        match ext.as_str() {
-            "parquet" => {
-                let mut sink = ParquetSink::create(&tmp, schema.clone())?;
-                for b in batches {
-                    sink.write(b)?;
-                }
-                sink.close()?;
-            }
-            "csv" | "tsv" | "json" | "ndjson" | "jsonl" | "md" => {
-                let format = match ext.as_str() {
-                    "csv" => Format::Csv,
-                    "tsv" => Format::Tsv,
-                    "json" => Format::Json,
-                    "md" => Format::Markdown,
-                    _ => Format::Ndjson,
-                };
-                let text = render(schema, batches, format, BytesDisplay::Raw)?;
-                let mut f = File::create(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
-                f.write_all(text.as_bytes())
-                    .map_err(|e| MemqError::io(&tmp, e))?;
-            }
-            _ => {
-                return Err(MemqError::input(
-                    path,
-                    Location::None,
-                    "unknown output extension: use .parquet, .csv, .tsv, .json, .ndjson or .md",
-                ))
-            }
-        }
-        std::fs::rename(&tmp, path).map_err(|e| MemqError::io(path, e))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let mut sink = FileSink::create(path, schema)?;
+    for b in batches {
+        sink.write(b)?;
     }
-    result.map(|_| rows)
+    sink.finish()
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
 use datafusion::prelude::{DataFrame, SessionContext};
 use datafusion::sql::parser::{CopyToSource, DFParser, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr, UnaryOperator, Value};
@@ -152,6 +153,51 @@ pub fn bind_statement(statement: &mut DfStatement, params: &Params) -> Result<()
         ))),
         None => Ok(()),
     }
+}
+
+/// Parses SQL text into statements with the session's dialect; the parser's error as it is
+/// (with its position, for [`crate::errors::describe`]).
+pub fn parse_statements_df(
+    ctx: &SessionContext,
+    sql: &str,
+) -> std::result::Result<Vec<DfStatement>, DataFusionError> {
+    let dialect_name = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect
+        .to_string();
+    let dialect = dialect_from_str(&dialect_name).ok_or_else(|| {
+        DataFusionError::Configuration(format!("unknown SQL dialect {dialect_name}"))
+    })?;
+    Ok(DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?
+        .into_iter()
+        .collect())
+}
+
+/// Why a statement could not be planned.
+pub enum PlanError {
+    /// A parameter without a value.
+    Bind(MemqError),
+    /// The planner's error as it is.
+    Df(DataFusionError),
+}
+
+/// Binds and plans one parsed statement (DDL such as `CREATE VIEW` takes effect here), keeping
+/// the planner's error as it is.
+pub async fn plan_statement_df(
+    ctx: &SessionContext,
+    mut statement: DfStatement,
+    params: &Params,
+) -> std::result::Result<DataFrame, PlanError> {
+    bind_statement(&mut statement, params).map_err(PlanError::Bind)?;
+    let state = ctx.state();
+    let plan = state
+        .statement_to_plan(statement)
+        .await
+        .map_err(PlanError::Df)?;
+    ctx.execute_logical_plan(plan).await.map_err(PlanError::Df)
 }
 
 /// Parses SQL text into statements with the session's dialect.

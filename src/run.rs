@@ -47,29 +47,34 @@ pub async fn run_files(
     }
     let mut written = Vec::new();
     let mut used_names = std::collections::HashSet::new();
+    let stop = exec::Stop::new();
     for (file, text) in files.iter().zip(&texts) {
         let origin = file.display().to_string();
-        let results: Vec<StatementResult> = exec::run(ctx, text, params, &origin)
-            .await?
-            .into_iter()
-            .filter(StatementResult::has_columns)
-            .collect();
-        match out {
-            RunOutput::Stdout(print) => {
-                for r in &results {
-                    print.print(r)?;
-                }
+        let mut statements = exec::statements(ctx, text, params, &origin)?;
+        // `_1`, `_2` names when the file has several queries (counted from the parsed text:
+        // planning every statement first would run its DDL early).
+        let queries = statements.queries();
+        let mut results_seen = 0usize;
+        while let Some(r) = statements.next().await {
+            let mut r: StatementResult = r?;
+            if !r.has_columns() {
+                continue;
             }
-            RunOutput::Dir(dir, format) => {
-                let stem = file
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "result".into());
-                for (i, r) in results.iter().enumerate() {
-                    let mut name = if results.len() == 1 {
+            results_seen += 1;
+            match out {
+                RunOutput::Stdout(print) => {
+                    print.print(&mut r, &stop).await?;
+                }
+                RunOutput::Dir(dir, format) => {
+                    let stem = file
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "result".into());
+                    let single = queries <= 1;
+                    let mut name = if single {
                         stem.clone()
                     } else {
-                        format!("{stem}_{}", i + 1)
+                        format!("{stem}_{results_seen}")
                     };
                     // Two query files with the same stem in different folders: keep both.
                     let mut n = 2;
@@ -78,7 +83,9 @@ pub async fn run_files(
                         n += 1;
                     }
                     let path = dir.join(format!("{name}.{}", format.ext()));
-                    let rows = exec::write(r, &path)?;
+                    let rows = match exec::write(&mut r, &path, &stop).await? {
+                        exec::Shown::Done(n) | exec::Shown::Stopped(n) => n,
+                    };
                     written.push(WrittenResult {
                         query_file: file.clone(),
                         path,

@@ -29,6 +29,7 @@ pub const COMMANDS: &[MetaCommand] = &[
     MetaCommand { name: "\\o", args: "[FILE]", help: "send the next result to FILE (.parquet .csv .tsv .json .ndjson .md); without FILE, cancel" },
     MetaCommand { name: "\\i", args: "FILE", help: "run the statements and meta commands of FILE" },
     MetaCommand { name: "\\set", args: "[NAME VALUE]", help: "set parameter $NAME (42 → BIGINT, 1.5 → DOUBLE, 'x' or text → VARCHAR); alone, list them" },
+    MetaCommand { name: "\\set maxrows", args: "N", help: "rows a table shows at most, head and tail (default 40; 0 = all)" },
     MetaCommand { name: "\\unset", args: "NAME", help: "remove parameter $NAME" },
 ];
 
@@ -144,6 +145,15 @@ impl Session {
                             "\\o FILE: use .parquet, .csv, .tsv, .json, .ndjson or .md".into(),
                         ));
                     }
+                    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        if !dir.is_dir() {
+                            return Err(MemqError::Usage(format!(
+                                "\\o {}: the folder {} does not exist",
+                                path.display(),
+                                dir.display()
+                            )));
+                        }
+                    }
                     println!("The next result goes to {}.", path.display());
                     self.redirect = Some(path);
                 }
@@ -172,6 +182,22 @@ impl Session {
                         .split_once(char::is_whitespace)
                         .ok_or_else(|| MemqError::Usage("\\set NAME VALUE".into()))?;
                     let name = name.trim_start_matches('$');
+                    if name == "maxrows" {
+                        let n: usize = value.trim().parse().map_err(|_| {
+                            MemqError::Usage(
+                                "\\set maxrows N: a number of rows (0 shows all)".into(),
+                            )
+                        })?;
+                        self.settings.max_rows = n;
+                        if n == 0 {
+                            println!("maxrows = 0: tables show every row.");
+                        } else {
+                            println!(
+                                "maxrows = {n}: tables show at most {n} rows (head and tail)."
+                            );
+                        }
+                        return Ok(Next::Continue);
+                    }
                     params::check_name(name)?;
                     let v = params::parse_value(value.trim());
                     println!("${name} = {v} ({})", params::type_name(&v));

@@ -16,7 +16,7 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{CompletionType, Config, Editor};
 
-use crate::exec::{self, PrintOptions, StatementResult};
+use crate::exec::{self, PrintOptions};
 use crate::open::Opened;
 use crate::output::{BytesDisplay, Format};
 use crate::params::Params;
@@ -32,6 +32,8 @@ pub struct Settings {
     pub format: Format,
     pub timing: bool,
     pub bytes: BytesDisplay,
+    /// Rows the table view shows at most (`\set maxrows N`, `--maxrows N`); 0 shows all.
+    pub max_rows: usize,
 }
 
 impl Default for Settings {
@@ -40,6 +42,7 @@ impl Default for Settings {
             format: Format::Table,
             timing: false,
             bytes: BytesDisplay::Human,
+            max_rows: crate::output::DEFAULT_MAX_ROWS,
         }
     }
 }
@@ -49,6 +52,10 @@ impl Default for Settings {
 pub struct ReplOptions {
     /// The history file; `None` keeps no history.
     pub history: Option<PathBuf>,
+    /// `--maxrows N`.
+    pub max_rows: Option<usize>,
+    /// Stop at the first error (`--bail`/`--no-bail`); default: when stdin is not a terminal.
+    pub bail: Option<bool>,
 }
 
 impl ReplOptions {
@@ -56,6 +63,8 @@ impl ReplOptions {
     pub fn standard() -> ReplOptions {
         ReplOptions {
             history: Some(memq_ingest::cache::state_dir().join("history")),
+            max_rows: None,
+            bail: None,
         }
     }
 }
@@ -72,13 +81,43 @@ pub struct Session {
     vocab: Arc<RwLock<Vocabulary>>,
     /// Statement text not yet ended by `;`.
     buffer: String,
+    /// Set when a statement or meta command failed (for `--bail` on piped input).
+    pub last_error: bool,
+}
+
+/// What a statement's task did.
+struct Ran {
+    /// It returned no columns (DDL): "OK" is printed and the names are loaded again.
+    ddl: bool,
+    /// The `\o` file it did not use (DDL leaves it for the next result).
+    redirect: Option<PathBuf>,
+    stopped: bool,
 }
 
 /// How one statement ended.
 enum Outcome {
-    Done(StatementResult, Duration),
+    Done(Ran, Duration),
     Failed(MemqError),
     Cancelled,
+}
+
+/// stdout, written with the spinner hidden while text goes out; notes that output began.
+struct Screen(ProgressBar, Arc<std::sync::atomic::AtomicBool>);
+
+impl std::io::Write for Screen {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0.suspend(|| {
+            let mut out = std::io::stdout();
+            out.write_all(buf)?;
+            out.flush()
+        })?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()
+    }
 }
 
 /// A runtime of its own for queries. The session's runtime then stays idle while a query runs,
@@ -94,55 +133,124 @@ fn query_runtime() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| MemqError::Query(format!("cannot start the query runtime: {e}")))
 }
 
+/// Runs a statement and prints (or writes) its result batch by batch, on the query runtime.
+#[allow(clippy::too_many_arguments)]
+async fn run_and_show(
+    ctx: SessionContext,
+    sql: String,
+    params: Params,
+    print: PrintOptions,
+    mut redirect: Option<PathBuf>,
+    screen: ProgressBar,
+    wrote: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<exec::Stop>,
+) -> Result<Ran> {
+    let mut statements = exec::statements(&ctx, &sql, &params, "")?;
+    let mut ran = Ran {
+        ddl: false,
+        redirect: None,
+        stopped: false,
+    };
+    while let Some(r) = statements.next().await {
+        let mut r = r?;
+        if !r.has_columns() {
+            ran.ddl = true;
+            continue;
+        }
+        ran.ddl = false;
+        let shown = match redirect.take() {
+            Some(path) => exec::write(&mut r, &path, &stop).await?,
+            None => {
+                let out = std::io::BufWriter::with_capacity(
+                    1 << 16,
+                    Screen(screen.clone(), wrote.clone()),
+                );
+                print.print_to(&mut r, out, &stop).await?
+            }
+        };
+        if shown.stopped() {
+            ran.stopped = true;
+            break;
+        }
+    }
+    ran.redirect = redirect;
+    Ok(ran)
+}
+
 /// Plans and runs one statement as a task on `queries`, so that Ctrl-C (SIGINT, caught while
-/// the query runs; at the prompt rustyline reads it as a key) can abort it. A spinner with the
-/// elapsed time appears on stderr once the query has run for a second.
+/// the query runs; at the prompt rustyline reads it as a key) can stop it: printing stops at
+/// once, and a computation still running is aborted. A spinner with the elapsed time appears
+/// on stderr once the query has run for a second.
 async fn run_cancellable(
     queries: &tokio::runtime::Handle,
     ctx: SessionContext,
     sql: String,
     params: Params,
+    print: PrintOptions,
+    redirect: Option<PathBuf>,
 ) -> Outcome {
     let start = Instant::now();
-    let mut task = queries.spawn(async move {
-        let mut results = exec::run(&ctx, &sql, &params, "").await?;
-        results
-            .pop()
-            .ok_or_else(|| MemqError::Query("no statement".into()))
-    });
+    let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} running {elapsed} (Ctrl-C cancels)")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let stop = exec::Stop::new();
+    let wrote = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut task = queries.spawn(run_and_show(
+        ctx,
+        sql,
+        params,
+        print,
+        redirect,
+        spinner.clone(),
+        wrote.clone(),
+        stop.clone(),
+    ));
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let spinner_due = tokio::time::sleep(Duration::from_secs(1));
     tokio::pin!(spinner_due);
-    let mut spinner: Option<ProgressBar> = None;
+    let mut spinning = false;
+    let joined = |j: std::result::Result<Result<Ran>, tokio::task::JoinError>| match j {
+        Ok(Ok(r)) => Outcome::Done(r, start.elapsed()),
+        Ok(Err(e)) => Outcome::Failed(e),
+        Err(e) if e.is_cancelled() => Outcome::Cancelled,
+        Err(e) => Outcome::Failed(MemqError::Query(format!("the query failed: {e}"))),
+    };
     let outcome = loop {
         tokio::select! {
-            joined = &mut task => {
-                break match joined {
-                    Ok(Ok(r)) => Outcome::Done(r, start.elapsed()),
-                    Ok(Err(e)) => Outcome::Failed(e),
-                    Err(e) if e.is_cancelled() => Outcome::Cancelled,
-                    Err(e) => Outcome::Failed(MemqError::Query(format!("the query failed: {e}"))),
-                };
-            }
+            j = &mut task => break joined(j),
             _ = &mut ctrl_c => {
-                task.abort();
-                break Outcome::Cancelled;
+                // Printing stops at its next batch; give it a moment to end the table, then
+                // abort whatever still computes.
+                stop.stop();
+                match tokio::time::timeout(Duration::from_millis(500), &mut task).await {
+                    Ok(Ok(Ok(_))) => break Outcome::Cancelled,
+                    Ok(j) => break match joined(j) {
+                        Outcome::Done(..) => Outcome::Cancelled,
+                        other => other,
+                    },
+                    Err(_) => {
+                        task.abort();
+                        break Outcome::Cancelled;
+                    }
+                }
             }
-            _ = &mut spinner_due, if spinner.is_none() => {
-                let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                pb.set_style(
-                    ProgressStyle::with_template("{spinner} running {elapsed} (Ctrl-C cancels)")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                pb.enable_steady_tick(Duration::from_millis(100));
-                spinner = Some(pb);
+            _ = &mut spinner_due, if !spinning => {
+                spinning = true;
+                // Rows already streaming as text (csv, json, ...): no spinner between them.
+                if print.format != Format::Table
+                    && wrote.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    continue;
+                }
+                spinner.set_draw_target(ProgressDrawTarget::stderr());
+                spinner.enable_steady_tick(Duration::from_millis(100));
             }
         }
     };
-    if let Some(pb) = spinner {
-        pb.finish_and_clear();
-    }
+    spinner.finish_and_clear();
     outcome
 }
 
@@ -157,6 +265,7 @@ impl Session {
             redirect: None,
             vocab: Arc::new(RwLock::new(vocab)),
             buffer: String::new(),
+            last_error: false,
         })
     }
 
@@ -198,51 +307,48 @@ impl Session {
                 }
             },
         };
+        let print = PrintOptions {
+            format: self.settings.format,
+            bytes: self.settings.bytes,
+            max_rows: self.settings.max_rows,
+            width: exec::terminal_width(),
+        };
         let outcome = run_cancellable(
             &handle,
             self.engine().ctx.clone(),
             sql.to_string(),
             self.params.clone(),
+            print,
+            self.redirect.take(),
         )
         .await;
         if matches!(outcome, Outcome::Cancelled) {
-            // The aborted task stops at its next yield, which a long operator may delay: leave
+            // An aborted task stops at its next yield, which a long operator may delay: leave
             // its threads to finish in the background and run the next queries on fresh ones.
             if let Some(rt) = self.queries.take() {
                 rt.shutdown_background();
             }
         }
         match outcome {
-            Outcome::Done(result, elapsed) => {
-                if let Err(e) = self.show(&result) {
-                    eprintln!("error: {e}");
-                }
-                if !result.has_columns() {
+            Outcome::Done(ran, elapsed) => {
+                if ran.ddl {
+                    println!("OK");
                     self.refresh_vocabulary().await;
+                }
+                self.redirect = ran.redirect;
+                if ran.stopped {
+                    eprintln!("Query cancelled.");
                 }
                 if self.settings.timing {
                     println!("Time: {:.3} ms", elapsed.as_secs_f64() * 1000.0);
                 }
             }
-            Outcome::Failed(e) => eprintln!("error: {e}"),
+            Outcome::Failed(e) => {
+                self.last_error = true;
+                eprintln!("error: {e}")
+            }
             Outcome::Cancelled => eprintln!("Query cancelled."),
         }
-    }
-
-    fn show(&mut self, result: &StatementResult) -> Result<()> {
-        if !result.has_columns() {
-            println!("OK");
-            return Ok(());
-        }
-        if let Some(path) = self.redirect.take() {
-            exec::write(result, &path)?;
-            return Ok(());
-        }
-        PrintOptions {
-            format: self.settings.format,
-            bytes: self.settings.bytes,
-        }
-        .print(result)
     }
 
     /// Handles one input line: a meta command (when no statement is pending), or more statement
@@ -255,6 +361,7 @@ impl Session {
             return match self.meta(line, depth).await {
                 Ok(next) => (next, done),
                 Err(e) => {
+                    self.last_error = true;
                     eprintln!("error: {e}");
                     (Next::Continue, done)
                 }
@@ -308,6 +415,9 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     let mut rl: Editor<MemqHelper, FileHistory> =
         Editor::with_config(config).map_err(|e| MemqError::Query(format!("REPL: {e}")))?;
     let mut session = Session::new(opened).await?;
+    if let Some(n) = opts.max_rows {
+        session.settings.max_rows = n;
+    }
     rl.set_helper(Some(MemqHelper::new(session.vocab.clone())));
     if let Some(h) = &opts.history {
         if let Some(dir) = h.parent() {
@@ -319,14 +429,24 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
             }
         }
     }
+    use std::io::IsTerminal;
+    let interactive = std::io::stdin().is_terminal();
+    let bail = opts.bail.unwrap_or(!interactive);
     let m = &session.engine().manifest;
-    println!(
+    let banner = format!(
         "memq {} on {} ({} source{}). \\? for help, \\q to quit.",
         env!("CARGO_PKG_VERSION"),
         session.engine().dataset.display(),
         m.sources.len(),
         if m.sources.len() == 1 { "" } else { "s" }
     );
+    // Results only on stdout when it is not a terminal session (a script's output).
+    if interactive && std::io::stdout().is_terminal() {
+        println!("{banner}");
+    } else {
+        eprintln!("{banner}");
+    }
+    let history = opts.history.as_ref().filter(|_| interactive);
     loop {
         let prompt = if session.continuing() {
             "   ...> "
@@ -339,10 +459,13 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
                 for entry in done {
                     let _ = rl.add_history_entry(entry);
                 }
-                if let Some(h) = &opts.history {
+                if let Some(h) = history {
                     if let Err(e) = rl.append_history(h) {
                         eprintln!("memq: cannot write the history {}: {e}", h.display());
                     }
+                }
+                if bail && session.last_error {
+                    return Err(bailed());
                 }
                 if next == Next::Quit {
                     break;
@@ -352,9 +475,25 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
                 // Ctrl-C at the prompt: drop the statement being typed, keep the session.
                 session.discard_input();
             }
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) => {
+                // The last statement of a script may lack its `;`.
+                let rest = std::mem::take(&mut session.buffer);
+                if !input::is_blank(&rest) {
+                    session.execute(rest.trim()).await;
+                    if bail && session.last_error {
+                        return Err(bailed());
+                    }
+                }
+                break;
+            }
             Err(e) => return Err(MemqError::Query(format!("REPL: {e}"))),
         }
     }
     Ok(())
+}
+
+fn bailed() -> MemqError {
+    MemqError::Query(
+        "stopped at the first error (the input is not a terminal; --no-bail goes on)".into(),
+    )
 }

@@ -928,7 +928,15 @@ fn leak_section(b: &mut Builder) {
         let nested = pool == "HAL" && owner.starts_with("CANN@APP") && framework_dev.contains(&dev);
         if !(by_steps || by_time) {
             let counted = if nested { 0 } else { bytes };
-            resident.push((dev, pool, owner, bytes, r.i64("blocks").unwrap_or(0), first, counted));
+            resident.push((
+                dev,
+                pool,
+                owner,
+                bytes,
+                r.i64("blocks").unwrap_or(0),
+                first,
+                counted,
+            ));
             continue;
         }
         if !nested {

@@ -51,7 +51,8 @@ async fn missing(engine: &memq_engine::Engine, a: &str, b: &str, cols: &str) -> 
 async fn check(input: PathBuf) -> Vec<String> {
     let e = shared_engine(std::slice::from_ref(&input)).await;
     register_oracle(&e).await;
-    let fate_cols = "source, pid, device, pool, ptr, alloc_row, free_row, fate, held_at_end, end_ts, end_row";
+    let fate_cols =
+        "source, pid, device, pool, ptr, alloc_row, free_row, fate, held_at_end, end_ts, end_row";
     let curve_cols = "source, pid, device, pool, ts, ts_raw, row_idx, id, event, size, used, total, process_used, device_used, live_bytes";
     let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
     for (a, b, cols) in [
@@ -70,7 +71,11 @@ async fn check(input: PathBuf) -> Vec<String> {
         );
     }
     let curve_rows = int(&e, "SELECT COUNT(*) FROM curve").await;
-    let memory_rows = int(&e, "SELECT COUNT(*) FROM events WHERE event IN ('MALLOC', 'FREE')").await;
+    let memory_rows = int(
+        &e,
+        "SELECT COUNT(*) FROM events WHERE event IN ('MALLOC', 'FREE')",
+    )
+    .await;
     assert_eq!(curve_rows, memory_rows, "{}", input.display());
     rows(&e, "SELECT DISTINCT fate FROM blocks ORDER BY 1")
         .await
@@ -145,8 +150,17 @@ async fn generated_runs_with_every_shadow_rule() {
         seen.extend(check(generated(name, cfg)).await);
     }
     // The runs exercise every rule (the check above would pass trivially otherwise).
-    for fate in ["released", "stop_period_free", "residual_fill_in", "exit_while_stopped", "exit_fill_in"] {
-        assert!(seen.contains(fate), "no {fate} block in the generated runs: {seen:?}");
+    for fate in [
+        "released",
+        "stop_period_free",
+        "residual_fill_in",
+        "exit_while_stopped",
+        "exit_fill_in",
+    ] {
+        assert!(
+            seen.contains(fate),
+            "no {fate} block in the generated runs: {seen:?}"
+        );
     }
 }
 
@@ -184,7 +198,11 @@ async fn more_series_than_staging_files() {
                 id += 1;
                 let ts = 1_764_900_000_000_000_000 + round * 1_000_000 + pid * 10 + shift;
                 let ptr = 0x1000 + pid * 0x100 + round;
-                let size = if event == "MALLOC" { 512 * (pid + 1) } else { 0 };
+                let size = if event == "MALLOC" {
+                    512 * (pid + 1)
+                } else {
+                    0
+                };
                 let keep = round == 2 && pid % 3 == 0;
                 if event == "FREE" && keep {
                     continue; // never freed: live at the end
@@ -220,17 +238,47 @@ async fn addresses_reused_without_a_free() {
     std::fs::create_dir_all(&dir).unwrap();
     let t = 1_764_900_000_000_000_000u64;
     let dump_rows = [
-        (1, "MALLOC", "PTA", t + 10, "0xa0", "{size:100,owner:PTA@model@x}"),
-        (2, "MALLOC", "PTA", t + 20, "0xa0", "{size:50,owner:PTA@model@y}"),
-        (3, "MALLOC", "PTA", t + 30, "0xb0", "{size:30,owner:PTA@model@x}"),
-        (4, "MALLOC", "PTA", t + 40, "0xb0", "{size:70,owner:PTA@model@x}"),
+        (
+            1,
+            "MALLOC",
+            "PTA",
+            t + 10,
+            "0xa0",
+            "{size:100,owner:PTA@model@x}",
+        ),
+        (
+            2,
+            "MALLOC",
+            "PTA",
+            t + 20,
+            "0xa0",
+            "{size:50,owner:PTA@model@y}",
+        ),
+        (
+            3,
+            "MALLOC",
+            "PTA",
+            t + 30,
+            "0xb0",
+            "{size:30,owner:PTA@model@x}",
+        ),
+        (
+            4,
+            "MALLOC",
+            "PTA",
+            t + 40,
+            "0xb0",
+            "{size:70,owner:PTA@model@x}",
+        ),
         (5, "FREE", "PTA", t + 50, "0xa0", "{size:50}"),
         (6, "MALLOC", "HAL", t + 60, "0xc0", "{size:4096}"),
         (7, "MALLOC", "HAL", t + 70, "0xc0", "{size:8192}"),
     ];
     let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
     for (id, event, pool, ts, ptr, attr) in dump_rows {
-        text.push_str(&format!("{id},{event},{pool},N/A,{ts},7,7,0,{ptr},\"{attr}\",,\n"));
+        text.push_str(&format!(
+            "{id},{event},{pool},N/A,{ts},7,7,0,{ptr},\"{attr}\",,\n"
+        ));
     }
     let dump = dir.join("memscope_dump_reuse.csv");
     std::fs::write(&dump, text).unwrap();
@@ -241,12 +289,39 @@ async fn addresses_reused_without_a_free() {
     assert_eq!(
         owners,
         vec![
-            vec!["HAL".to_string(), "8192".into(), (t + 70).to_string(), "12288".into(), "2".into(), "8192".into()],
-            vec!["PTA@model@x".to_string(), "100".into(), (t + 10).to_string(), "200".into(), "3".into(), "70".into()],
-            vec!["PTA@model@y".to_string(), "50".into(), (t + 20).to_string(), "50".into(), "1".into(), "0".into()],
+            vec![
+                "HAL".to_string(),
+                "8192".into(),
+                (t + 70).to_string(),
+                "12288".into(),
+                "2".into(),
+                "8192".into()
+            ],
+            vec![
+                "PTA@model@x".to_string(),
+                "100".into(),
+                (t + 10).to_string(),
+                "200".into(),
+                "3".into(),
+                "70".into()
+            ],
+            vec![
+                "PTA@model@y".to_string(),
+                "50".into(),
+                (t + 20).to_string(),
+                "50".into(),
+                "1".into(),
+                "0".into()
+            ],
         ]
     );
     let live = rows(&e, "SELECT pool, live_bytes FROM curve ORDER BY ts").await;
-    let live: Vec<String> = live.into_iter().map(|r| format!("{}={}", r[0], r[1])).collect();
-    assert_eq!(live, ["PTA=100", "PTA=50", "PTA=80", "PTA=120", "PTA=70", "HAL=4096", "HAL=8192"]);
+    let live: Vec<String> = live
+        .into_iter()
+        .map(|r| format!("{}={}", r[0], r[1]))
+        .collect();
+    assert_eq!(
+        live,
+        ["PTA=100", "PTA=50", "PTA=80", "PTA=120", "PTA=70", "HAL=4096", "HAL=8192"]
+    );
 }

@@ -358,6 +358,7 @@ fn deep_expressions_never_overflow_the_stack() {
     assert!(err.contains("more than 10000 operators"), "{err}");
     // The shell: a refused statement, then the session goes on.
     let mut child = Command::new(env!("CARGO_BIN_EXE_memq"))
+        .arg("--no-bail")
         .arg(&ds)
         .env("XDG_STATE_HOME", work.path())
         .stdin(Stdio::piped())
@@ -386,9 +387,19 @@ fn memory_limits_fail_cleanly() {
         assert_eq!(code, Some(1), "{err}");
         assert!(err.contains("repeat() would build 1907 MiB"), "{err}");
     }
-    let (code, _, err) = sql(
+    // A result is streamed, never held: 200 MB of rows print within a 64M limit (issue 11).
+    let (code, out, err) = sql(
         &ds,
         "SELECT repeat('y', 1000) AS s FROM generate_series(1, 200000)",
+        &["--memory-limit", "64M", "--format", "csv"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.lines().count(), 200_001);
+    // An operator that cannot spill (a hash join's build side) fails with the message.
+    let (code, _, err) = sql(
+        &ds,
+        "SELECT count(*) FROM (SELECT repeat('y', 1000) || value AS s FROM generate_series(1, 200000)) a \
+         JOIN (SELECT repeat('y', 1000) || value AS s FROM generate_series(1, 200000)) b USING (s)",
         &["--memory-limit", "64M", "--format", "csv"],
     );
     assert_eq!(code, Some(1), "{err}");

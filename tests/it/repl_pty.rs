@@ -285,6 +285,16 @@ fn an_error_prints_and_the_session_goes_on() {
     p.send_line("SELEC broken;").unwrap();
     p.exp_string("error:").unwrap();
     p.exp_string(PROMPT).unwrap();
+    // A caret under the failing token, and the nearest name for a mistyped table.
+    p.send_line("SELECT * FROM blokcs;").unwrap();
+    p.exp_string("table 'blokcs' not found; did you mean `blocks`?")
+        .unwrap();
+    p.exp_string("^^^^^^").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    // `\o` into a missing folder is refused at once, naming the folder.
+    p.send_line("\\o nodir/a.parquet").unwrap();
+    p.exp_string("the folder nodir does not exist").unwrap();
+    p.exp_string(PROMPT).unwrap();
     p.send_line("\\nosuchcommand").unwrap();
     p.exp_string("unknown command").unwrap();
     p.exp_string(PROMPT).unwrap();
@@ -427,4 +437,149 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
         .filter(|e| e.as_ref().unwrap().path().is_dir())
         .count();
     assert_eq!(count, 1);
+}
+
+/// A generated dataset of about `events` dump rows on one device (memq-gen, then `memq ingest`).
+pub(crate) fn generated_dataset(dir: &Path, events: u64) -> PathBuf {
+    let mut cfg = memq_gen::GenConfig::default();
+    cfg.devices = 1;
+    cfg.scale_to_events(events, false);
+    let run = dir.join("run");
+    memq_gen::generate(&cfg, &run).expect("generate");
+    let dataset = dir.join("gen.memq");
+    let out = Command::new(env!("CARGO_BIN_EXE_memq"))
+        .arg("ingest")
+        .arg(&run)
+        .arg("-o")
+        .arg(&dataset)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dataset
+}
+
+/// rexpect reads the terminal's bytes as Latin-1: the text as it was written.
+fn latin1_to_utf8(s: &str) -> String {
+    let bytes: Vec<u8> = s.chars().map(|c| c as u32 as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The peak resident memory (VmHWM, bytes) of the running process whose command line names
+/// `marker`.
+fn peak_rss_of(marker: &Path) -> Option<u64> {
+    let marker = marker.to_string_lossy().into_owned();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(env!("CARGO_BIN_EXE_memq")) && cmd.contains(&marker) {
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            let kb: u64 = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            return Some(kb * 1024);
+        }
+    }
+    None
+}
+
+/// Issue 11, finding 1: `SELECT * FROM events` on a big dataset prints its first screen at
+/// once with bounded memory (head and tail, "N rows, 40 shown"), fitted to the terminal; Ctrl-C
+/// while rows stream stops printing and the prompt comes back.
+#[test]
+fn a_big_result_streams_a_bounded_table_and_ctrl_c_stops_it() {
+    let dir = TempDir::new().unwrap();
+    let dataset = generated_dataset(dir.path(), 200_000);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memq"));
+    c.arg(&dataset)
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("TERM", "xterm")
+        .env("COLUMNS", "120");
+    let mut p = spawn_with_options(
+        c,
+        Options::new()
+            .timeout_ms(Some(60_000))
+            .strip_ansi_escape_codes(true),
+    )
+    .unwrap();
+    p.exp_string(PROMPT).unwrap();
+    let t = Instant::now();
+    p.send_line("SELECT * FROM events;").unwrap();
+    // The first data row: the source path shortened from the left.
+    let (before, first) = p.exp_regex(r"\.csv +\| [0-9]+ ").unwrap();
+    let first_screen = t.elapsed();
+    let (rest, _) = p.exp_regex(r"[0-9]+ rows, 40 shown").unwrap();
+    let table = format!("{before}{first}{rest}");
+    let total = t.elapsed();
+    assert!(
+        first_screen < Duration::from_secs(10),
+        "first screen after {first_screen:?}"
+    );
+    let table = latin1_to_utf8(&table);
+    assert!(table.contains("| …/"), "source paths shortened: {table}");
+    let table_lines: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with(['|', '+']))
+        .collect();
+    // border, header, border, 20 head rows, the … row, (a border when the tail's numbers are
+    // wider), 20 tail rows, border
+    assert!((45..=46).contains(&table_lines.len()), "{table}");
+    assert!(!table.contains("0… "), "numbers are not cut: {table}");
+    for l in &table_lines {
+        assert!(l.chars().count() <= 120, "wider than 120: {l}");
+    }
+    p.exp_string("columns not shown").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    let rss = peak_rss_of(&dataset).expect("the REPL's memory");
+    assert!(rss < 300 << 20, "peak RSS {} MiB", rss >> 20);
+    eprintln!(
+        "200k rows: first screen {first_screen:?}, whole table {total:?}, peak RSS {} MiB",
+        rss >> 20
+    );
+
+    // A result that takes long to count: the head shows, Ctrl-C stops, the prompt is back.
+    p.send_line("SELECT e.id, g.value FROM events e CROSS JOIN generate_series(1, 1000) g;")
+        .unwrap();
+    p.exp_string("| id").unwrap();
+    p.exp_string("Ctrl-C cancels").unwrap();
+    let t = Instant::now();
+    p.send_control('c').unwrap();
+    p.exp_regex(r"stopped after [0-9]+ rows, 20 shown").unwrap();
+    p.exp_string("Query cancelled.").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        t.elapsed()
+    );
+
+    // \set maxrows: fewer rows; 0 shows all.
+    p.send_line("\\set maxrows 4").unwrap();
+    p.exp_string("maxrows").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT value FROM generate_series(1, 10) ORDER BY value;")
+        .unwrap();
+    let t4 = p.exp_string("10 rows, 4 shown").unwrap();
+    assert!(
+        t4.contains("| 2 ") && t4.contains("| 9 ") && !t4.contains("| 5 "),
+        "{t4}"
+    );
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\set maxrows 0").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT value FROM generate_series(1, 50) ORDER BY value;")
+        .unwrap();
+    let (all, _) = p.exp_regex(r"\n50 rows").unwrap();
+    assert!(all.contains("| 25 "), "{all}");
+    quit(p);
 }

@@ -282,10 +282,21 @@ impl DatasetBuilder {
     /// staging file. Returns the table file.
     pub async fn sort_into(&self, staging: &Path, def: &TableDef, index: usize) -> Result<PathBuf> {
         let out = self.table_file(def.name, index)?;
-        let mut sink = ParquetSink::create_with(
+        if let Some(rows) = already_final(staging) {
+            // Written in the declared order with the table's settings (ParallelSink::mark_final):
+            // nothing to sort or re-encode.
+            fs::rename(staging, &out).map_err(|e| MemqError::io(staging, e))?;
+            self.record(def.name, &out, rows);
+            return Ok(out);
+        }
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let mut sink = ParallelSink::create_with(
             &out,
             def.schema(),
             writer_properties(Some(sorting_columns(def))),
+            threads,
         )?;
         if staging.exists() {
             let ctx = self.sorter()?;
@@ -306,12 +317,27 @@ impl DatasetBuilder {
                 .sql(&format!("SELECT * FROM {name} ORDER BY {order}"))
                 .await?;
             let mut stream = df.execute_stream().await?;
+            // Row groups of up to 128 Ki rows / ROW_GROUP_BYTES, each encoded on every core.
+            let mut pending: Vec<RecordBatch> = Vec::new();
+            let (mut rows, mut bytes) = (0usize, 0usize);
             while let Some(batch) = stream.next().await {
-                sink.write(&batch?)?;
+                let batch = batch?;
+                let size = batch.get_array_memory_size();
+                if !pending.is_empty()
+                    && (rows + batch.num_rows() > 128 * 1024 || bytes + size > ROW_GROUP_BYTES)
+                {
+                    write_group(&mut sink, &mut pending)?;
+                    (rows, bytes) = (0, 0);
+                }
+                rows += batch.num_rows();
+                bytes += size;
+                pending.push(batch);
             }
+            write_group(&mut sink, &mut pending)?;
             ctx.deregister_table(&name)?;
             fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
         }
+        sink.mark_final();
         let rows = sink.close()?;
         self.record(def.name, &out, rows);
         Ok(out)
@@ -708,4 +734,199 @@ impl Drop for BackgroundSink {
     fn drop(&mut self) {
         let _ = self.finish();
     }
+}
+
+/// Writes `pending` as one row group of `sink`.
+fn write_group(sink: &mut ParallelSink, pending: &mut Vec<RecordBatch>) -> Result<()> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let batch = datafusion::arrow::compute::concat_batches(&pending[0].schema(), pending.iter())?;
+    pending.clear();
+    sink.write(&batch)
+}
+
+/// The key-value metadata that marks a file as written in its table's declared order with
+/// [`writer_properties`] (see [`ParallelSink::mark_final`]).
+pub const FINAL_KEY: &str = "memq.final";
+
+/// The rows of `path` if it is a Parquet file marked final, else `None`.
+fn already_final(path: &Path) -> Option<u64> {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = File::open(path).ok()?;
+    let reader = SerializedFileReader::new(file).ok()?;
+    let meta = reader.metadata().file_metadata();
+    let marked = meta
+        .key_value_metadata()?
+        .iter()
+        .any(|kv| kv.key == FINAL_KEY && kv.value.as_deref() == Some("1"));
+    marked.then(|| meta.num_rows().max(0) as u64)
+}
+
+/// A Parquet file whose row groups are encoded on several threads: each [`Self::write`] is one
+/// row group, its columns shared out among `threads` scoped threads (Parquet encoding and
+/// compression cost about as much as parsing; one thread would be the bottleneck).
+pub struct ParallelSink {
+    path: PathBuf,
+    writer: datafusion::parquet::file::writer::SerializedFileWriter<File>,
+    factory: datafusion::parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    threads: usize,
+    row_groups: usize,
+    rows: u64,
+}
+
+impl ParallelSink {
+    pub fn create_with(
+        path: &Path,
+        schema: SchemaRef,
+        props: WriterProperties,
+        threads: usize,
+    ) -> Result<ParallelSink> {
+        use datafusion::parquet::arrow::{
+            add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter,
+        };
+        let err = |e: datafusion::parquet::errors::ParquetError| {
+            MemqError::input(path, Location::None, e.to_string())
+        };
+        let mut props = props;
+        add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let parquet_schema = ArrowSchemaConverter::new()
+            .with_coerce_types(props.coerce_types())
+            .convert(&schema)
+            .map_err(err)?;
+        let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
+        let writer = datafusion::parquet::file::writer::SerializedFileWriter::new(
+            file,
+            parquet_schema.root_schema_ptr(),
+            Arc::new(props),
+        )
+        .map_err(err)?;
+        let factory = datafusion::parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory::new(
+            &writer,
+            schema.clone(),
+        );
+        Ok(ParallelSink {
+            path: path.to_path_buf(),
+            writer,
+            factory,
+            schema,
+            threads: threads.max(1),
+            row_groups: 0,
+            rows: 0,
+        })
+    }
+
+    /// Writes `batch` as one row group.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let err = |e: datafusion::parquet::errors::ParquetError| {
+            MemqError::input(&self.path, Location::None, e.to_string())
+        };
+        let writers = self
+            .factory
+            .create_column_writers(self.row_groups)
+            .map_err(err)?;
+        let chunks = encode_columns(&self.schema, writers, batch, self.threads).map_err(err)?;
+        let mut rg = self.writer.next_row_group().map_err(err)?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut rg).map_err(err)?;
+        }
+        rg.close().map_err(err)?;
+        self.row_groups += 1;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Marks the file as final: every row is in its table's declared order and the writer
+    /// properties are the table's, so [`DatasetBuilder::sort_into`] only renames it.
+    pub fn mark_final(&mut self) {
+        self.writer
+            .append_key_value_metadata(datafusion::parquet::file::metadata::KeyValue::new(
+                FINAL_KEY.to_string(),
+                "1".to_string(),
+            ));
+    }
+
+    pub fn close(mut self) -> Result<u64> {
+        self.writer
+            .finish()
+            .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))?;
+        Ok(self.rows)
+    }
+}
+
+/// Encodes the columns of `batch` with `writers` (one per leaf, flat schemas only) on up to
+/// `threads` threads; returns the chunks in column order.
+pub fn encode_columns(
+    schema: &SchemaRef,
+    writers: Vec<datafusion::parquet::arrow::arrow_writer::ArrowColumnWriter>,
+    batch: &RecordBatch,
+    threads: usize,
+) -> datafusion::parquet::errors::Result<
+    Vec<datafusion::parquet::arrow::arrow_writer::ArrowColumnChunk>,
+> {
+    use datafusion::parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk};
+    let mut jobs = Vec::with_capacity(writers.len());
+    for ((i, field), writer) in schema.fields().iter().enumerate().zip(writers) {
+        let column = batch.column(i);
+        let mut leaves = compute_leaves(field, column)?;
+        let leaf = leaves.pop().ok_or_else(|| {
+            datafusion::parquet::errors::ParquetError::General("column without a leaf".into())
+        })?;
+        jobs.push((i, column.get_array_memory_size(), writer, leaf));
+    }
+    // Largest first, each to the least loaded thread.
+    let threads = threads.clamp(1, jobs.len().max(1));
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.1));
+    let mut shares: Vec<(usize, Vec<_>)> = (0..threads).map(|_| (0, Vec::new())).collect();
+    for job in jobs {
+        let s = shares
+            .iter_mut()
+            .min_by_key(|s| s.0)
+            .expect("at least one thread");
+        s.0 += job.1 + 4096;
+        s.1.push(job);
+    }
+    let encode = |share: Vec<(usize, usize, _, _)>| {
+        share
+            .into_iter()
+            .map(
+                |(i, _, mut w, leaf): (
+                    usize,
+                    usize,
+                    datafusion::parquet::arrow::arrow_writer::ArrowColumnWriter,
+                    datafusion::parquet::arrow::arrow_writer::ArrowLeafColumn,
+                )| {
+                    w.write(&leaf)?;
+                    Ok((i, w.close()?))
+                },
+            )
+            .collect::<datafusion::parquet::errors::Result<Vec<(usize, ArrowColumnChunk)>>>()
+    };
+    let mut shares: Vec<_> = shares.into_iter().map(|s| s.1).collect();
+    let first = shares.remove(0);
+    let mut done: Vec<(usize, ArrowColumnChunk)> = std::thread::scope(|scope| {
+        let others: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(move || encode(share)))
+            .collect();
+        let mut all = encode(first)?;
+        for h in others {
+            all.extend(h.join().unwrap_or_else(|_| {
+                Err(datafusion::parquet::errors::ParquetError::General(
+                    "an encoder thread panicked".into(),
+                ))
+            })?);
+        }
+        Ok::<_, datafusion::parquet::errors::ParquetError>(all)
+    })?;
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, c)| c).collect())
 }

@@ -18,8 +18,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray,
-    StringBuilder, UInt64Builder,
+    Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray, StringBuilder,
+    UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::reader::FileReader;

@@ -177,7 +177,11 @@ pub struct Deriver {
 
 impl Deriver {
     /// `curve_staging`: the staging folder and file stem of the rows of `curve`.
-    pub fn new(source: &str, ts_scale: i64, curve_staging: (&std::path::Path, &str)) -> Result<Self> {
+    pub fn new(
+        source: &str,
+        ts_scale: i64,
+        curve_staging: (&std::path::Path, &str),
+    ) -> Result<Self> {
         Ok(Deriver {
             source: source.to_string(),
             ts_scale,
@@ -275,7 +279,8 @@ impl Deriver {
             return self.curve_row(c, i, "", Change::default());
         };
         let new = LiveBlock::from_row(c, i);
-        self.fates.next_block(&(key.clone(), new.device.clone()), true);
+        self.fates
+            .next_block(&(key.clone(), new.device.clone()), true);
         let mut change = Change::default();
         if new.alloc_ts.is_some() {
             change.owner = Some(new.owner_label(&key.1));
@@ -337,7 +342,8 @@ impl Deriver {
                     stack_py: None,
                     ..LiveBlock::from_row(c, i)
                 };
-                self.fates.next_block(&(key.clone(), lone.device.clone()), false);
+                self.fates
+                    .next_block(&(key.clone(), lone.device.clone()), false);
                 (lone, false)
             }
         };
@@ -530,9 +536,11 @@ impl BlocksBuilder {
         self.size.append_option(b.size);
         self.owner.append_option(b.owner.as_deref());
         self.allocation_id.append_option(b.allocation_id);
-        self.alloc_id.append_option(e.has_malloc.then_some(b.alloc_id));
+        self.alloc_id
+            .append_option(e.has_malloc.then_some(b.alloc_id));
         self.alloc_ts.append_option(b.alloc_ts);
-        self.alloc_row.append_option(e.has_malloc.then_some(b.alloc_row));
+        self.alloc_row
+            .append_option(e.has_malloc.then_some(b.alloc_row));
         self.free_id.append_option(e.free_id);
         self.free_ts.append_option(e.free_ts);
         self.free_row.append_option(e.free_row);
@@ -541,8 +549,10 @@ impl BlocksBuilder {
         self.stack_py.append_option(b.stack_py.as_deref());
         self.fate.append_value(fate.label());
         self.held_at_end.append_value(held);
-        self.end_ts.append_option(if held { None } else { e.free_ts });
-        self.end_row.append_option(if held { None } else { e.end_row });
+        self.end_ts
+            .append_option(if held { None } else { e.free_ts });
+        self.end_row
+            .append_option(if held { None } else { e.end_row });
         self.len += 1;
     }
 

@@ -29,6 +29,60 @@ pub struct EventRow {
     pub stack_c: Option<String>,
 }
 
+/// One row borrowed from the bytes it was read from (the CSV reader's form: no per-row
+/// allocation).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EventRef<'a> {
+    pub row_idx: u64,
+    pub line: u64,
+    pub id: i64,
+    pub event: &'a str,
+    pub event_type: &'a str,
+    pub name: Option<&'a str>,
+    pub ts_raw: Option<i64>,
+    pub pid: Option<i64>,
+    pub tid: Option<i64>,
+    pub device: &'a str,
+    pub ptr: Option<u64>,
+    pub attr: &'a str,
+    pub stack_py: Option<&'a str>,
+    pub stack_c: Option<&'a str>,
+}
+
+impl EventRow {
+    pub fn as_ref(&self) -> EventRef<'_> {
+        EventRef {
+            row_idx: self.row_idx,
+            line: self.line,
+            id: self.id,
+            event: &self.event,
+            event_type: &self.event_type,
+            name: self.name.as_deref(),
+            ts_raw: self.ts_raw,
+            pid: self.pid,
+            tid: self.tid,
+            device: &self.device,
+            ptr: self.ptr,
+            attr: &self.attr,
+            stack_py: self.stack_py.as_deref(),
+            stack_c: self.stack_c.as_deref(),
+        }
+    }
+}
+
+impl EventRef<'_> {
+    /// The text bytes the row adds to an events batch.
+    pub fn text_bytes(&self) -> usize {
+        self.event.len()
+            + self.event_type.len()
+            + self.name.map_or(0, str::len)
+            + self.device.len()
+            + self.attr.len()
+            + self.stack_py.map_or(0, str::len)
+            + self.stack_c.map_or(0, str::len)
+    }
+}
+
 /// What the rows of one source revealed about its format generation (docs/formats/memscope.md §0).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GenerationHints {
@@ -49,10 +103,15 @@ impl GenerationHints {
     }
 
     pub fn observe(&mut self, row: &EventRow, items: &[(&str, &str)]) {
-        if matches!(
-            row.event.as_str(),
-            "SNAPSHOT" | "OOM_DETAIL" | "HOST_PINNED"
-        ) || row.event_type == "HOST_PINNED"
+        self.observe_ref(&row.as_ref(), items)
+    }
+
+    pub fn observe_ref(&mut self, row: &EventRef, items: &[(&str, &str)]) {
+        if self.g3_feature {
+            return;
+        }
+        if matches!(row.event, "SNAPSHOT" | "OOM_DETAIL" | "HOST_PINNED")
+            || row.event_type == "HOST_PINNED"
             || row.event_type == "STEP"
             || items
                 .iter()
@@ -198,14 +257,19 @@ impl EventsBuilder {
 
     /// Appends a row whose Attr has already been split into `items`.
     pub fn append(&mut self, row: &EventRow, items: &[(&str, &str)]) {
+        self.append_ref(&row.as_ref(), items)
+    }
+
+    /// Appends a borrowed row whose Attr has already been split into `items`.
+    pub fn append_ref(&mut self, row: &EventRef, items: &[(&str, &str)]) {
         let t = TypedAttr::from_items(items);
         self.source_b.append_value(&self.source);
         self.row_idx.append_value(row.row_idx);
         self.line.append_value(row.line);
         self.id.append_value(row.id);
-        self.event.append_value(&row.event);
-        self.event_type.append_value(&row.event_type);
-        self.name.append_option(row.name.as_deref());
+        self.event.append_value(row.event);
+        self.event_type.append_value(row.event_type);
+        self.name.append_option(row.name);
         // SourceOutput checks the conversion first (a row that overflows is a reject, never a
         // saturated value: issue 13, finding 4).
         self.ts
@@ -213,11 +277,11 @@ impl EventsBuilder {
         self.ts_raw.append_option(row.ts_raw);
         self.pid.append_option(row.pid);
         self.tid.append_option(row.tid);
-        self.device.append_value(&row.device);
-        self.device_index.append_option(device_index(&row.device));
+        self.device.append_value(row.device);
+        self.device_index.append_option(device_index(row.device));
         self.ptr.append_option(row.ptr);
         self.attr
-            .append_option((!row.attr.is_empty()).then_some(row.attr.as_str()));
+            .append_option((!row.attr.is_empty()).then_some(row.attr));
         self.size.append_option(t.size);
         self.total.append_option(t.total);
         self.used.append_option(t.used);
@@ -230,8 +294,8 @@ impl EventsBuilder {
         self.page_type.append_option(t.page_type);
         self.inefficient.append_option(t.inefficient);
         self.module_id.append_option(t.module_id);
-        self.stack_py.append_option(row.stack_py.as_deref());
-        self.stack_c.append_option(row.stack_c.as_deref());
+        self.stack_py.append_option(row.stack_py);
+        self.stack_c.append_option(row.stack_c);
         self.len += 1;
     }
 

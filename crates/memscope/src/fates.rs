@@ -85,7 +85,8 @@ impl MarkerLine {
                 *p |= stop;
             }
             last => {
-                self.before_last = last.map(|(_, _, p)| if p { Marker::Stop } else { Marker::Start });
+                self.before_last =
+                    last.map(|(_, _, p)| if p { Marker::Stop } else { Marker::Start });
                 *last = Some((ts, start, stop));
             }
         }
@@ -165,7 +166,9 @@ impl<K: std::hash::Hash + Eq, T> Fates<K, T> {
             };
             match o.after {
                 None => o.after = Some((ts, marker == Marker::Start)),
-                Some((t, start)) if t == ts => o.after = Some((t, start || marker == Marker::Start)),
+                Some((t, start)) if t == ts => {
+                    o.after = Some((t, start || marker == Marker::Start))
+                }
                 Some(_) => o.after_settled = true,
             }
             check.push(slot);
@@ -252,8 +255,9 @@ impl<K: std::hash::Hash + Eq, T> Fates<K, T> {
 mod tests {
     use super::*;
 
-    fn run(steps: &[(&str, i64)]) -> Fate {
-        // Key 1 is the block under test; ("free", t) ends it by a shadow FREE at t.
+    /// The fates after `steps` for the block under test (key 1); ("free", t) ends it by a
+    /// shadow FREE at t.
+    fn feed(steps: &[(&str, i64)]) -> Fates<u8, ()> {
         let mut f: Fates<u8, ()> = Fates::new();
         for &(what, t) in steps {
             match what {
@@ -265,24 +269,19 @@ mod tests {
                 _ => unreachable!(),
             }
         }
-        let mut decided = f.take_decided();
+        f
+    }
+
+    /// The fate decided while the rows stream (before the end).
+    fn run(steps: &[(&str, i64)]) -> Fate {
+        let mut decided = feed(steps).take_decided();
         assert_eq!(decided.len(), 1, "decided before the end: {steps:?}");
         decided.pop().map(|(_, fate)| fate).unwrap()
     }
 
+    /// The fate once no rows follow.
     fn run_to_end(steps: &[(&str, i64)]) -> Fate {
-        let mut f: Fates<u8, ()> = Fates::new();
-        for &(what, t) in steps {
-            match what {
-                "start" => f.marker(Some(1), t, Marker::Start),
-                "stop" => f.marker(Some(1), t, Marker::Stop),
-                "free" => f.shadow_end(1, Some(1), Some(t), ()),
-                "malloc" => f.next_block(&1, true),
-                "lone" => f.next_block(&1, false),
-                _ => unreachable!(),
-            }
-        }
-        let mut d = f.finish();
+        let mut d = feed(steps).finish();
         assert_eq!(d.len(), 1, "{steps:?}");
         d.pop().map(|(_, fate)| fate).unwrap()
     }
@@ -291,27 +290,57 @@ mod tests {
     fn the_rules_in_order() {
         use Fate::*;
         // Flushed at the next start: a free during the stop period.
-        assert_eq!(run_to_end(&[("start", 1), ("stop", 5), ("free", 9), ("start", 9)]), StopPeriodFree);
-        assert_eq!(run_to_end(&[("stop", 5), ("free", 8), ("start", 9), ("malloc", 0)]), StopPeriodFree);
+        assert_eq!(
+            run_to_end(&[("start", 1), ("stop", 5), ("free", 9), ("start", 9)]),
+            StopPeriodFree
+        );
+        assert_eq!(
+            run_to_end(&[("stop", 5), ("free", 8), ("start", 9), ("malloc", 0)]),
+            StopPeriodFree
+        );
         // A marker at the FREE's own time follows it, even when seen first.
-        assert_eq!(run_to_end(&[("stop", 5), ("start", 8), ("free", 8)]), StopPeriodFree);
+        assert_eq!(
+            run_to_end(&[("stop", 5), ("start", 8), ("free", 8)]),
+            StopPeriodFree
+        );
         // START wins a tie as the following group.
-        assert_eq!(run_to_end(&[("free", 8), ("stop", 9), ("start", 9)]), StopPeriodFree);
+        assert_eq!(
+            run_to_end(&[("free", 8), ("stop", 9), ("start", 9)]),
+            StopPeriodFree
+        );
         // Re-allocated address: residual fill-in (a STOP follows, not a START).
-        assert_eq!(run_to_end(&[("free", 8), ("malloc", 0), ("stop", 9)]), ResidualFillIn);
+        assert_eq!(
+            run_to_end(&[("free", 8), ("malloc", 0), ("stop", 9)]),
+            ResidualFillIn
+        );
         assert_eq!(run_to_end(&[("free", 8), ("malloc", 0)]), ResidualFillIn);
         // A FREE without MALLOC comes next: not a residual.
-        assert_eq!(run_to_end(&[("free", 8), ("lone", 0), ("malloc", 0)]), ExitFillIn);
+        assert_eq!(
+            run_to_end(&[("free", 8), ("lone", 0), ("malloc", 0)]),
+            ExitFillIn
+        );
         // Exit while stopped: last marker before is a STOP, none after.
-        assert_eq!(run_to_end(&[("start", 1), ("stop", 5), ("free", 6)]), ExitWhileStopped);
+        assert_eq!(
+            run_to_end(&[("start", 1), ("stop", 5), ("free", 6)]),
+            ExitWhileStopped
+        );
         // STOP wins a tie as the preceding group.
-        assert_eq!(run_to_end(&[("start", 5), ("stop", 5), ("free", 6)]), ExitWhileStopped);
+        assert_eq!(
+            run_to_end(&[("start", 5), ("stop", 5), ("free", 6)]),
+            ExitWhileStopped
+        );
         // Markers at the FREE's time are not before it.
-        assert_eq!(run_to_end(&[("start", 1), ("stop", 6), ("free", 6)]), ExitFillIn);
+        assert_eq!(
+            run_to_end(&[("start", 1), ("stop", 6), ("free", 6)]),
+            ExitFillIn
+        );
         assert_eq!(run_to_end(&[("start", 1), ("free", 6)]), ExitFillIn);
         assert_eq!(run_to_end(&[("free", 6)]), ExitFillIn);
         // A STOP after the FREE: not exit_while_stopped (a marker follows).
-        assert_eq!(run_to_end(&[("stop", 1), ("free", 6), ("stop", 7)]), ExitFillIn);
+        assert_eq!(
+            run_to_end(&[("stop", 1), ("free", 6), ("stop", 7)]),
+            ExitFillIn
+        );
     }
 
     #[test]
@@ -319,6 +348,9 @@ mod tests {
         // A following START decides at once; the last step is what closes it.
         assert_eq!(run(&[("free", 8), ("start", 9)]), Fate::StopPeriodFree);
         // Residual after a settled STOP group.
-        assert_eq!(run(&[("free", 8), ("stop", 9), ("malloc", 0), ("start", 10)]), Fate::ResidualFillIn);
+        assert_eq!(
+            run(&[("free", 8), ("stop", 9), ("malloc", 0), ("start", 10)]),
+            Fate::ResidualFillIn
+        );
     }
 }

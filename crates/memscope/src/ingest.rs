@@ -84,11 +84,12 @@ fn parse_dumps(
     let staging = out.staging_dir()?;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let slots = std::sync::Mutex::new(&mut results);
-    let threads = std::thread::available_parallelism()
+    let cores = std::thread::available_parallelism()
         .map(|n| n.get())
-        .unwrap_or(1)
-        .min(work.len())
-        .max(1);
+        .unwrap_or(1);
+    let threads = cores.min(work.len()).max(1);
+    // The cores left over parse pieces of each file.
+    let workers = (cores / threads).max(1);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -101,6 +102,7 @@ fn parse_dumps(
                         staging.join(format!("events-{}.parquet", source.index)),
                         rejects,
                         progress,
+                        workers,
                     )
                 });
                 if let Ok(mut r) = slots.lock() {
@@ -112,16 +114,18 @@ fn parse_dumps(
     Ok(results)
 }
 
-/// Reads one dump (CSV or db) into `events_staging` and `rejects_path`.
+/// Reads one dump (CSV or db) into `events_staging` and `rejects_path`; a CSV dump's events
+/// are already sorted there (the file is marked final), on `workers` threads.
 fn parse_dump(
     source: &Source,
     events_staging: PathBuf,
     rejects_path: PathBuf,
     progress: &Progress,
+    workers: usize,
 ) -> Result<ParsedDump> {
-    let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
     let (summary, python_trace) = match source.kind {
         SourceKind::MemscopeDb => {
+            let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
             let conn = db_dump::open(&source.path)?;
             let summary = db_dump::read(&source.path, &conn, out)?;
             let tables = db_dump::python_trace_tables(&conn, &source.path)?;
@@ -141,7 +145,11 @@ fn parse_dump(
         _ => {
             let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
             let input = ProgressRead::new(file, progress.clone());
-            (csv_dump::read(&source.path, input, out)?, None)
+            let out = SourceOutput::create_for_runs(&source.name, &rejects_path);
+            let runs = events_staging.with_extension("runs.parquet");
+            let summary =
+                csv_dump::read_sorted(&source.path, input, out, &events_staging, &runs, workers)?;
+            (summary, None)
         }
     };
     Ok(ParsedDump {
@@ -223,7 +231,12 @@ async fn derive(
     let curve = &derived.curve_staging;
     if curve.needs_sort() {
         let staged = staging_dir.join(format!("{curve_stem}.parquet"));
-        crate::curve::finish(derived.curve_staging, &source.name, &derived.held_shadow_rows, &staged)?;
+        crate::curve::finish(
+            derived.curve_staging,
+            &source.name,
+            &derived.held_shadow_rows,
+            &staged,
+        )?;
         out.sort_into(&staged, &ms::curve(), source.index).await?;
     } else {
         let file = out.table_file("curve", source.index)?;

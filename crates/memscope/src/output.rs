@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod runs;
+
 use crate::attr;
 use crate::csv_dump::DumpSummary;
 use crate::events::{EventRow, EventsBuilder, GenerationHints};
@@ -103,7 +105,119 @@ pub fn convert_ts(
     }
 }
 
+/// What the rows of one piece of a dump revealed about units and generation, to be merged in
+/// file order by [`SourceOutput::merge_piece`] (the rules of [`SourceOutput::push_event`]).
+#[derive(Debug, Default, Clone)]
+pub struct PieceStats {
+    /// Events (not rejects) of the piece.
+    pub rows: u64,
+    pub hints: GenerationHints,
+    /// Unit of the piece's first row with a timestamp, as if no row came before it.
+    pub first_ts_unit: Option<TsUnit>,
+    /// Unit, line and value of the first non-zero timestamp.
+    pub first_nonzero: Option<(TsUnit, u64, i64)>,
+    pub last_nonzero: Option<TsUnit>,
+    /// Unit switches inside the piece, and the first one (line, from, to, value).
+    pub switches: u64,
+    pub first_switch: Option<(u64, TsUnit, TsUnit, i64)>,
+}
+
+impl PieceStats {
+    /// Counts a row's timestamp `raw`, read in `unit`.
+    pub fn observe_ts(&mut self, raw: i64, unit: TsUnit, line: u64) {
+        if self.first_ts_unit.is_none() {
+            self.first_ts_unit = Some(if raw == 0 { TsUnit::Ns } else { unit });
+        }
+        if raw != 0 {
+            match self.last_nonzero {
+                None => self.first_nonzero = Some((unit, line, raw)),
+                Some(last) if last != unit => {
+                    self.switches += 1;
+                    if self.first_switch.is_none() {
+                        self.first_switch = Some((line, last, unit, raw));
+                    }
+                }
+                Some(_) => {}
+            }
+            self.last_nonzero = Some(unit);
+        }
+    }
+}
+
 impl SourceOutput {
+    /// A source whose events are written elsewhere (sorted runs, see [`runs`]): only rejects
+    /// and the summary are kept here.
+    pub fn create_for_runs(source: &str, rejects_path: &Path) -> SourceOutput {
+        SourceOutput {
+            events: EventsBuilder::new(source, 1),
+            events_sink: None,
+            rejects: RejectsBuilder::new(source),
+            rejects_path: rejects_path.to_path_buf(),
+            rejects_sink: None,
+            hints: GenerationHints::default(),
+            ts_unit: None,
+            declared: false,
+            last_unit: None,
+            unit_switches: 0,
+            events_bytes: 0,
+            rejects_bytes: 0,
+            batch_bytes: BATCH_BYTES,
+            source: source.to_string(),
+            rows: 0,
+            rejected: 0,
+        }
+    }
+
+    /// The source name the events carry.
+    pub fn events_source(&self) -> &str {
+        &self.source
+    }
+
+    /// The unit the header declared, if any.
+    pub fn declared(&self) -> Option<TsUnit> {
+        self.declared_unit()
+    }
+
+    /// Merges the stats of the next piece of the source (pieces in file order).
+    pub fn merge_piece(&mut self, s: &PieceStats) {
+        self.rows += s.rows;
+        self.hints.decimal_ptr |= s.hints.decimal_ptr;
+        self.hints.g3_feature |= s.hints.g3_feature;
+        if self.ts_unit.is_none() {
+            if let Some(u) = s.first_ts_unit {
+                self.ts_unit = Some(u);
+                self.hints.microseconds = u == TsUnit::Us;
+            }
+        }
+        if let Some((u, line, raw)) = s.first_nonzero {
+            if let Some(last) = self.last_unit.filter(|l| *l != u) {
+                self.unit_switch(line, last, u, raw);
+            }
+        }
+        if let Some((line, from, to, raw)) = s.first_switch {
+            self.unit_switch(line, from, to, raw);
+            self.unit_switches += s.switches.saturating_sub(1);
+        }
+        if let Some(l) = s.last_nonzero {
+            self.last_unit = Some(l);
+        }
+    }
+
+    fn unit_switch(&mut self, line: u64, last: TsUnit, unit: TsUnit, raw: i64) {
+        self.unit_switches += 1;
+        if self.unit_switches == 1 {
+            eprintln!(
+                "memq: warning: {}:{}: the timestamp unit changes from {} to {} \
+                 (value {raw}); each row's unit is taken from its magnitude \
+                 (values below 1e17 are µs), so `ts` is in ns throughout",
+                self.source,
+                line,
+                last.label(),
+                unit.label()
+            );
+        }
+    }
+
     /// `events_path` receives the (unsorted) events; `rejects_path` is created only if needed.
     pub fn create(source: &str, events_path: &Path, rejects_path: &Path) -> Result<SourceOutput> {
         let events_schema = schema::events().schema();
@@ -197,7 +311,7 @@ impl SourceOutput {
                 }
             }
         }
-        let row_bytes = row_text_bytes(row);
+        let row_bytes = row.as_ref().text_bytes();
         if !self.events.is_empty() && self.events_bytes + row_bytes > self.batch_bytes {
             self.flush_events()?;
         }
@@ -280,14 +394,9 @@ impl SourceOutput {
 }
 
 /// The text bytes a row adds to an events batch (the source name is repeated in every row).
+#[cfg(test)]
 fn row_text_bytes(row: &EventRow) -> usize {
-    row.event.len()
-        + row.event_type.len()
-        + row.name.as_ref().map_or(0, String::len)
-        + row.device.len()
-        + row.attr.len()
-        + row.stack_py.as_ref().map_or(0, String::len)
-        + row.stack_c.as_ref().map_or(0, String::len)
+    row.as_ref().text_bytes()
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub struct RecordReader<R> {
     pending: Option<Vec<u8>>,
     /// Longest record kept ([`MAX_RECORD_BYTES`] unless set).
     limit: usize,
+    /// The bytes of the line last read by `next_line` (reused: no allocation per line).
+    scratch: Vec<u8>,
 }
 
 const EVENTS: &[&str] = &[
@@ -64,7 +66,26 @@ impl<R: BufRead> RecordReader<R> {
             offset: 0,
             pending: None,
             limit: MAX_RECORD_BYTES,
+            scratch: Vec::new(),
         }
+    }
+
+    /// A reader whose first byte is at `offset` on (1-based) line `line + 1` of a larger file.
+    pub fn with_position(input: R, line: u64, offset: u64) -> Self {
+        let mut r = Self::new(input);
+        r.line = line;
+        r.offset = offset;
+        r
+    }
+
+    /// Physical lines consumed so far.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// The input, and the line read ahead (not yet consumed) if any.
+    pub fn into_parts(self) -> (R, Option<Vec<u8>>) {
+        (self.input, self.pending)
     }
 
     /// Sets the longest record kept (e.g. a small one for the header line).
@@ -84,13 +105,11 @@ impl<R: BufRead> RecordReader<R> {
     fn next_line(&mut self, room: usize, state: &mut QuoteState) -> std::io::Result<Option<Line>> {
         if let Some(bytes) = self.pending.take() {
             let len = bytes.len() as u64;
-            return Ok(Some(Line {
-                bytes,
-                len,
-                cut: false,
-            }));
+            self.scratch = bytes;
+            return Ok(Some(Line { len, cut: false }));
         }
-        let mut bytes = Vec::new();
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
         let mut len = 0u64;
         let mut cut = false;
         loop {
@@ -102,7 +121,7 @@ impl<R: BufRead> RecordReader<R> {
             if chunk.is_empty() {
                 break;
             }
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            let (take, done) = match find_byte(b'\n', chunk) {
                 Some(p) => (p + 1, true),
                 None => (chunk.len(), false),
             };
@@ -126,10 +145,11 @@ impl<R: BufRead> RecordReader<R> {
                 break;
             }
         }
+        self.scratch = bytes;
         if len == 0 {
             return Ok(None);
         }
-        Ok(Some(Line { bytes, len, cut }))
+        Ok(Some(Line { len, cut }))
     }
 
     /// The next record, or `None` at the end of the input.
@@ -148,9 +168,9 @@ impl<R: BufRead> RecordReader<R> {
         let mut total = first.len;
         let mut cut = first.cut;
         if !first.cut {
-            state.scan(&first.bytes);
+            state.scan(&self.scratch);
         }
-        rec.bytes.extend_from_slice(&first.bytes);
+        rec.bytes.extend_from_slice(&self.scratch);
         while state.in_quotes {
             let room = if cut {
                 0
@@ -161,8 +181,8 @@ impl<R: BufRead> RecordReader<R> {
                 rec.unclosed_quote = true;
                 break;
             };
-            if !next.cut && looks_like_row_start(&next.bytes) {
-                self.pending = Some(next.bytes);
+            if !next.cut && looks_like_row_start(&self.scratch) {
+                self.pending = Some(std::mem::take(&mut self.scratch));
                 rec.unclosed_quote = true;
                 break;
             }
@@ -170,21 +190,21 @@ impl<R: BufRead> RecordReader<R> {
             self.offset += next.len;
             total += next.len;
             if !next.cut {
-                state.scan(&next.bytes);
+                state.scan(&self.scratch);
             }
             cut |= next.cut;
             if cut {
                 // Keep only the start of an oversized record (and whether it ended).
-                let ended = next.bytes.ends_with(b"\n");
+                let ended = self.scratch.ends_with(b"\n");
                 rec.bytes.truncate(KEPT_OF_OVERSIZED);
                 let room = KEPT_OF_OVERSIZED.saturating_sub(rec.bytes.len());
                 rec.bytes
-                    .extend_from_slice(&next.bytes[..next.bytes.len().min(room)]);
+                    .extend_from_slice(&self.scratch[..self.scratch.len().min(room)]);
                 if ended && !rec.bytes.ends_with(b"\n") {
                     rec.bytes.push(b'\n');
                 }
             } else {
-                rec.bytes.extend_from_slice(&next.bytes);
+                rec.bytes.extend_from_slice(&self.scratch);
             }
         }
         rec.terminated = rec.bytes.last() == Some(&b'\n');
@@ -202,10 +222,9 @@ impl<R: BufRead> RecordReader<R> {
     }
 }
 
-/// One physical line as read: the bytes kept (with the line end, if any), the line's full
-/// length, and whether it was cut at the reader's limit.
+/// One physical line as read (its kept bytes, with the line end if any, are in the reader's
+/// `scratch`): the line's full length, and whether it was cut at the reader's limit.
 struct Line {
-    bytes: Vec<u8>,
     len: u64,
     cut: bool,
 }
@@ -220,7 +239,47 @@ struct QuoteState {
 }
 
 impl QuoteState {
+    /// Follows the quotes of `line` (jumping from quote to quote: only a quote can change the
+    /// state, and only the byte before it says whether it opens a field).
     fn scan(&mut self, line: &[u8]) {
+        if !self.started {
+            self.started = true;
+            self.at_field_start = true;
+        }
+        let mut i = 0;
+        while i < line.len() {
+            let Some(p) = find_byte(b'"', &line[i..]) else {
+                // No quote left: inside quotes nothing changes; outside, the last byte decides.
+                self.at_field_start = !self.in_quotes && line[line.len() - 1] == b',';
+                return;
+            };
+            let q = i + p;
+            if self.in_quotes {
+                match line.get(q + 1) {
+                    Some(b'"') => i = q + 2, // escaped quote
+                    Some(b',') | Some(b'\n') | Some(b'\r') | None => {
+                        self.in_quotes = false;
+                        i = q + 1;
+                    }
+                    _ => i = q + 1, // an unescaped quote inside the value (the tool never escapes)
+                }
+                self.at_field_start = false;
+            } else {
+                let at_start = if q == i {
+                    self.at_field_start
+                } else {
+                    line[q - 1] == b','
+                };
+                self.in_quotes = at_start;
+                self.at_field_start = false;
+                i = q + 1;
+            }
+        }
+    }
+
+    /// The byte-by-byte form of [`Self::scan`] (the reference it is tested against).
+    #[cfg(test)]
+    fn scan_bytes(&mut self, line: &[u8]) {
         if !self.started {
             self.started = true;
             self.at_field_start = true;
@@ -231,9 +290,9 @@ impl QuoteState {
             if self.in_quotes {
                 if b == b'"' {
                     match line.get(i + 1) {
-                        Some(b'"') => i += 1, // escaped quote
+                        Some(b'"') => i += 1,
                         Some(b',') | Some(b'\n') | Some(b'\r') | None => self.in_quotes = false,
-                        _ => {} // an unescaped quote inside the value (the tool never escapes)
+                        _ => {}
                     }
                 }
                 self.at_field_start = false;
@@ -248,7 +307,27 @@ impl QuoteState {
     }
 }
 
-fn looks_like_row_start(line: &[u8]) -> bool {
+/// The first position of `needle` in `hay` (eight bytes at a time).
+pub fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * needle as u64;
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let word = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes")) ^ pattern;
+        let found = word.wrapping_sub(LO) & !word & HI;
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&b| b == needle).map(|p| i + p)
+}
+
+/// Whether a physical line opens like a new event row (`<digits>,<EVENT>,`): such a line always
+/// starts a record (it ends a record whose quote is still open), unless the record before it
+/// is being cut for its size.
+pub fn looks_like_row_start(line: &[u8]) -> bool {
     let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || line.get(digits) != Some(&b',') {
         return false;
@@ -257,6 +336,66 @@ fn looks_like_row_start(line: &[u8]) -> bool {
     EVENTS
         .iter()
         .any(|e| rest.starts_with(e.as_bytes()) && rest.get(e.len()) == Some(&b','))
+}
+
+/// [`split_fields`] without copying: the fields borrow from `record` (only a field with `""`
+/// inside is copied, to unescape it).
+pub fn split_fields_cow<'a>(record: &'a str, fields: &mut Vec<std::borrow::Cow<'a, str>>) {
+    use std::borrow::Cow;
+    let bytes = record.as_bytes();
+    fields.clear();
+    let mut i = 0;
+    loop {
+        if bytes.get(i) == Some(&b'"') {
+            i += 1;
+            let start = i;
+            let mut doubled = false;
+            let end;
+            loop {
+                match find_byte(b'"', &bytes[i..]) {
+                    None => {
+                        end = bytes.len();
+                        i = bytes.len();
+                        break;
+                    }
+                    Some(p) => {
+                        let q = i + p;
+                        match bytes.get(q + 1) {
+                            Some(b'"') => {
+                                doubled = true;
+                                i = q + 2;
+                            }
+                            Some(b',') | None => {
+                                end = q;
+                                i = q + 1;
+                                break;
+                            }
+                            _ => i = q + 1,
+                        }
+                    }
+                }
+            }
+            let text = &record[start..end];
+            fields.push(if doubled {
+                Cow::Owned(text.replace("\"\"", "\""))
+            } else {
+                Cow::Borrowed(text)
+            });
+        } else {
+            let end = find_byte(b',', &bytes[i..]).map_or(bytes.len(), |p| i + p);
+            fields.push(Cow::Borrowed(&record[i..end]));
+            i = end;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        // bytes[i] is the comma after the field
+        i += 1;
+        if i == bytes.len() {
+            fields.push(Cow::Borrowed(""));
+            break;
+        }
+    }
 }
 
 /// Splits one record into unquoted fields (lenient: a quote closes only before a comma or the
@@ -388,6 +527,59 @@ mod tests {
         assert_eq!(out[3].oversized, Some(5002));
         assert!(!out[3].terminated);
         assert_eq!(r.offset(), text.len() as u64);
+    }
+
+    #[test]
+    fn borrowed_split_matches_the_owned_one() {
+        let mut v = Vec::new();
+        for rec in [
+            "1,\"{owner:my\"label}\",3",
+            ",,",
+            "",
+            "a,\"x \"\"y\"\"\",b",
+            "a,\"\"\"\",b",
+            "\"unclosed,x\"\"y",
+            "a,\"q\"",
+            "1,2,",
+            "\"\",\"\"",
+            "x\"y,\"z\"w\",v",
+        ] {
+            split_fields_cow(rec, &mut v);
+            let cow: Vec<String> = v.iter().map(|c| c.to_string()).collect();
+            assert_eq!(cow, split_fields(rec), "{rec}");
+        }
+        assert_eq!(find_byte(b'x', b"0123456789abcdefx"), Some(16));
+        assert_eq!(find_byte(b'x', b"x"), Some(0));
+        assert_eq!(find_byte(b'x', b"0123456789"), None);
+    }
+
+    #[test]
+    fn quote_scan_jumps_like_it_steps() {
+        let alphabet = [b'"', b',', b'a', b'\n', b'\r'];
+        let mut seed = 12345u64;
+        for _ in 0..20000 {
+            let mut pieces = Vec::new();
+            for _ in 0..3 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = (seed >> 60) as usize;
+                let piece: Vec<u8> = (0..len)
+                    .map(|k| alphabet[((seed >> (k * 3 % 50)) % 5) as usize])
+                    .collect();
+                pieces.push(piece);
+            }
+            let (mut a, mut b) = (QuoteState::default(), QuoteState::default());
+            for p in &pieces {
+                a.scan(p);
+                b.scan_bytes(p);
+                assert_eq!(
+                    (a.in_quotes, a.at_field_start, a.started),
+                    (b.in_quotes, b.at_field_start, b.started),
+                    "{pieces:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod opcode;
 mod pickle;
+pub mod stream;
 pub mod value;
 
-pub use pickle::{decode, DecodeError, Decoded};
+pub use pickle::{decode, decode_with, DecodeError, Decoded};

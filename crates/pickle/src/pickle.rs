@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 
 use super::opcode as op;
+use super::stream::{Hook, Slot, Take, STREAM_CONFLICT};
 use super::value::{a, Arena, ObjId, Object, Value};
 
 /// Deepest container nesting accepted (real snapshots nest 7 levels).
@@ -51,8 +52,31 @@ pub fn decode(data: &[u8]) -> Result<Decoded<'_>, DecodeError> {
             reason: format!("not a pickle ({})", preview(data)),
         });
     }
-    Machine::new(data).run()
+    Machine::new(data, None).run()
 }
+
+/// [`decode`] with a [`Hook`] that may take the items of lists as they are appended (see
+/// [`crate::stream`]). An error whose reason starts with [`STREAM_CONFLICT`] means the taken
+/// items were referenced again: decode again without the hook.
+pub fn decode_with<'a>(
+    data: &'a [u8],
+    hook: &mut dyn Hook<'a>,
+) -> Result<Decoded<'a>, DecodeError> {
+    if data.first() != Some(&op::PROTO) {
+        return decode(data);
+    }
+    Machine::new(data, Some(hook)).run()
+}
+
+/// Per-object streaming flags.
+const PINNED: u8 = 1;
+const TAKEN: u8 = 2;
+const FREED: u8 = 4;
+/// In `memo_slot`: no memo slot, or more than one.
+const NO_SLOT: u32 = u32::MAX;
+const MANY_SLOTS: u32 = u32::MAX - 1;
+/// A memo slot whose object was consumed by the hook.
+const DEAD: Value = Value::Obj(usize::MAX);
 
 /// What a file starts with, as text when it reads as text, else as hex bytes.
 fn preview(data: &[u8]) -> String {
@@ -84,8 +108,13 @@ fn preview(data: &[u8]) -> String {
 }
 
 /// The pickle stack machine.
-struct Machine<'a> {
+struct Machine<'a, 'h> {
     data: &'a [u8],
+    /// Streaming (crate::stream): the hook, per-object flags and memo slot, reusable ids.
+    hook: Option<&'h mut dyn Hook<'a>>,
+    flags: Vec<u8>,
+    memo_slot: Vec<u32>,
+    free_ids: Vec<ObjId>,
     /// Next byte to read.
     pos: usize,
     /// Offset and byte of the opcode being executed.
@@ -108,13 +137,19 @@ struct Machine<'a> {
     invalid_utf8: Option<(usize, usize)>,
 }
 
-impl<'a> Machine<'a> {
-    fn new(data: &'a [u8]) -> Self {
+impl<'a, 'h> Machine<'a, 'h> {
+    fn new(data: &'a [u8], hook: Option<&'h mut dyn Hook<'a>>) -> Self {
         // Every object costs at least two bytes of pickle, so these capacities are bounded by
         // the file size and spare the vectors most of their regrowth copies.
         let objects = data.len() / 8;
+        let streaming = hook.is_some();
+        let side = if streaming { objects } else { 0 };
         Machine {
             data,
+            hook,
+            flags: Vec::with_capacity(side),
+            memo_slot: Vec::with_capacity(side),
+            free_ids: Vec::new(),
             pos: 0,
             at: 0,
             op: 0,
@@ -219,6 +254,7 @@ impl<'a> Machine<'a> {
             }
             op::DUP => {
                 let top = self.top()?;
+                self.pin(top)?;
                 self.stack.push(top);
             }
 
@@ -584,10 +620,146 @@ impl<'a> Machine<'a> {
     }
 
     fn push_object(&mut self, object: Object<'a>, height: u16) {
+        if let Some(id) = self.free_ids.pop() {
+            self.arena.replace(id, object, self.at as u64);
+            self.placed[id] = false;
+            self.height[id] = height;
+            self.flags[id] = 0;
+            self.memo_slot[id] = NO_SLOT;
+            self.stack.push(Value::Obj(id));
+            return;
+        }
         let id = self.arena.push(object, self.at as u64);
         self.placed.push(false);
         self.height.push(height);
+        if self.hook.is_some() {
+            self.flags.push(0);
+            self.memo_slot.push(NO_SLOT);
+        }
         self.stack.push(Value::Obj(id));
+    }
+
+    // Streaming.
+
+    /// A copy of `value` is made (DUP, memo read): it may no longer be consumed, and it must not
+    /// be a list whose items were taken.
+    fn pin(&mut self, value: Value) -> Result<(), DecodeError> {
+        if self.hook.is_none() {
+            return Ok(());
+        }
+        match value {
+            DEAD => Err(self.conflict()),
+            Value::Obj(id) => {
+                if self.flags[id] & (TAKEN | FREED) != 0 {
+                    return Err(self.conflict());
+                }
+                self.flags[id] |= PINNED;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    #[cold]
+    fn conflict(&self) -> DecodeError {
+        self.error(format!(
+            "{STREAM_CONFLICT}: a streamed value is referenced again"
+        ))
+    }
+
+    /// Where the value at stack position `pos` sits (see [`Take::place`]).
+    fn place_of(&self, mut pos: usize) -> Option<Vec<(Value, Slot)>> {
+        let mut place = Vec::new();
+        loop {
+            let mark = self.marks.iter().rev().find(|&&m| m <= pos).copied();
+            let Some(mark) = mark else {
+                return (pos == 0).then_some(place);
+            };
+            let parent_pos = mark.checked_sub(1)?;
+            let parent = self.stack[parent_pos];
+            // A value at a key position of a dict's items right above a list is no key (a list
+            // is unhashable): it is the item of an APPEND to that list (a one-item list).
+            if pos > mark && (pos - mark).is_multiple_of(2) {
+                let below = self.stack[pos - 1];
+                if let (Some(Object::Dict(_)), Some(Object::List(items))) =
+                    (self.arena.object(parent), self.arena.object(below))
+                {
+                    place.push((below, Slot::Index(items.len())));
+                    pos -= 1;
+                    continue;
+                }
+            }
+            let slot = match self.arena.object(parent)? {
+                Object::Dict(_) if (pos - mark) % 2 == 1 => Slot::Key(self.stack[pos - 1]),
+                Object::List(items) => Slot::Index(items.len() + (pos - mark)),
+                _ => return None,
+            };
+            place.push((parent, slot));
+            pos = parent_pos;
+        }
+    }
+
+    /// APPEND(S) onto list `id` of the stack's values from `start` up, offered to the hook.
+    /// Returns whether the hook took them (they are then off the stack).
+    fn offer(&mut self, id: ObjId, start: usize) -> Result<bool, DecodeError> {
+        let place = self.place_of(start - 1);
+        let Some(hook) = self.hook.as_mut() else {
+            return Ok(false);
+        };
+        let (flags, placed) = (&self.flags, &self.placed);
+        let consumable = |id: ObjId| flags[id] & (PINNED | TAKEN | FREED) == 0 && !placed[id];
+        let mut take = Take {
+            arena: &self.arena,
+            list: id,
+            place: place.as_deref(),
+            items: &self.stack[start..],
+            consumable: &consumable,
+            consumed: Vec::new(),
+        };
+        let taken = match hook.append(&mut take) {
+            Ok(taken) => taken,
+            Err(_) => return Err(self.conflict()),
+        };
+        if !taken {
+            if self.flags[id] & TAKEN != 0 {
+                return Err(self.conflict());
+            }
+            return Ok(false);
+        }
+        let consumed = take.consumed;
+        self.flags[id] |= TAKEN;
+        for &i in &consumed {
+            if let Value::Obj(item) = self.stack[start + i] {
+                self.release(item);
+            }
+        }
+        for i in start..self.stack.len() {
+            if let Value::Obj(item) = self.stack[i] {
+                if self.flags[item] & FREED == 0 {
+                    self.placed[item] = true;
+                }
+            }
+        }
+        self.stack.truncate(start);
+        Ok(true)
+    }
+
+    /// Drops a consumed object; its id is reused by the next object.
+    fn release(&mut self, id: ObjId) {
+        if self.flags[id] & FREED != 0 {
+            return;
+        }
+        self.arena.replace(id, Object::Tuple(Vec::new()), 0);
+        self.flags[id] = FREED;
+        let slot = self.memo_slot[id];
+        if slot != NO_SLOT && slot != MANY_SLOTS {
+            if let Some(entry) = self.memo.get_mut(slot as usize) {
+                if *entry == Some(Value::Obj(id)) {
+                    *entry = Some(DEAD);
+                }
+            }
+        }
+        self.free_ids.push(id);
     }
 
     // Containers.
@@ -643,6 +815,23 @@ impl<'a> Machine<'a> {
         }
         let target = self.stack[start - 1];
         let id = self.container(target)?;
+        if self.hook.is_some() && matches!(self.op, op::APPEND | op::APPENDS) && !self.placed[id] {
+            // The checks of the plain path first, so that streaming accepts the same files.
+            let mut height = 1;
+            for item in &self.stack[start..] {
+                if let Value::Obj(item) = *item {
+                    height = height.max(self.height[item] + 1);
+                }
+            }
+            if height > MAX_DEPTH {
+                return Err(self.error(format!("nests containers deeper than {MAX_DEPTH} levels")));
+            }
+            if self.offer(id, start)? {
+                // The list keeps the height of what it would hold, as the plain path does.
+                self.height[id] = self.height[id].max(height);
+                return Ok(());
+            }
+        }
         let height = self.place_from(start)?;
         if self.placed[id] {
             return Err(self.error(format!(
@@ -694,6 +883,19 @@ impl<'a> Machine<'a> {
         if index >= self.memo.len() {
             self.memo.resize(index + 1, None);
         }
+        if self.hook.is_some() {
+            if let Value::Obj(id) = value {
+                if self.flags[id] & (TAKEN | FREED) != 0 {
+                    return Err(self.conflict());
+                }
+                let slot = &mut self.memo_slot[id];
+                *slot = if *slot == NO_SLOT && index < MANY_SLOTS as usize {
+                    index as u32
+                } else {
+                    MANY_SLOTS
+                };
+            }
+        }
         if self.memo[index].replace(value).is_none() {
             self.memo_count += 1;
         }
@@ -703,6 +905,7 @@ impl<'a> Machine<'a> {
     fn memo_get(&mut self, index: usize) -> Result<(), DecodeError> {
         match self.memo.get(index).copied().flatten() {
             Some(value) => {
+                self.pin(value)?;
                 self.stack.push(value);
                 Ok(())
             }
@@ -740,6 +943,75 @@ mod tests {
     /// The items of the list at the root.
     fn root_items<'d>(decoded: &'d Decoded<'_>) -> &'d [Value] {
         decoded.arena.sequence(decoded.root).expect("a list")
+    }
+
+    /// Takes and consumes every item appended to `root["t"][k]`, counting them.
+    struct TakeAll(usize);
+
+    impl<'a> Hook<'a> for TakeAll {
+        fn append(&mut self, take: &mut Take<'_, 'a>) -> Result<bool, crate::stream::Abort> {
+            let arena = take.arena();
+            match take.place() {
+                Some(&[(_, Slot::Index(_)), (_, Slot::Key(key))])
+                    if arena.str(key) == Some("t") =>
+                {
+                    for i in 0..take.items().len() {
+                        if take.can_consume(i) {
+                            take.consume(i);
+                            self.0 += 1;
+                        }
+                    }
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+    }
+
+    fn decode_taking(body: &[u8]) -> (Result<Decoded<'static>, DecodeError>, usize) {
+        let data: &'static [u8] = Box::leak(pickle(body).into_boxed_slice());
+        let mut hook = TakeAll(0);
+        let result = decode_with(data, &mut hook);
+        (result, hook.0)
+    }
+
+    #[test]
+    fn a_hook_takes_appended_dicts_and_their_ids_are_reused() {
+        // {"t": [[{}, {}, {}], [{}]]}: MARK + APPENDS for the first inner list, APPEND for the
+        // one-item second one, and a one-item outer list through APPEND as well.
+        let body = b"}\x94(\x8c\x01t](](}\x94}\x94}\x94e](}\x94eeu";
+        let (decoded, taken) = decode_taking(body);
+        let decoded = decoded.expect("decodes");
+        assert_eq!(taken, 4);
+        let t = decoded.arena.dict(decoded.root).expect("root dict")[0].1;
+        let lists = decoded.arena.sequence(t).expect("t");
+        assert_eq!(lists.len(), 2);
+        assert!(lists
+            .iter()
+            .all(|l| decoded.arena.sequence(*l) == Some(&[][..])));
+        // Root, key, outer list, first inner list, its three dicts; the second inner list
+        // and its dict take ids the first three left.
+        assert_eq!(decoded.arena.len(), 7);
+        // A one-item outer list (APPEND, no MARK).
+        let (decoded, taken) = decode_taking(b"}(\x8c\x01t]](}}eau");
+        assert_eq!((decoded.is_ok(), taken), (true, 2));
+    }
+
+    #[test]
+    fn taken_values_read_again_are_a_conflict() {
+        // An entry memoized, taken, then read back from the memo.
+        let (result, _) = decode_taking(b"}(\x8c\x01t]](}\x94eah\x000u");
+        let err = result.expect_err("conflict");
+        assert!(err.reason.contains(STREAM_CONFLICT), "{}", err.reason);
+        // A taken list read back.
+        let (result, _) = decode_taking(b"}(\x8c\x01t]]\x94(}eah\x000u");
+        assert!(result
+            .expect_err("conflict")
+            .reason
+            .contains(STREAM_CONFLICT));
+        // Without the hook both decode.
+        decode_ok(b"}(\x8c\x01t]](}\x94eah\x000u");
+        decode_ok(b"}(\x8c\x01t]]\x94(}eah\x000u");
     }
 
     #[test]

@@ -56,6 +56,12 @@ impl<'a> Arena<'a> {
         self.objects.len() - 1
     }
 
+    /// Puts `object` in place of object `id` (streaming reuses the ids of consumed objects).
+    pub(crate) fn replace(&mut self, id: ObjId, object: Object<'a>, offset: u64) {
+        self.objects[id] = object;
+        self.offsets[id] = offset;
+    }
+
     /// How many objects there are; every [`ObjId`] is below it.
     pub fn len(&self) -> usize {
         self.objects.len()

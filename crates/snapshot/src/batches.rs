@@ -1,29 +1,115 @@
-//! Rows into Arrow record batches, one per table, built against the declared schemas. Each
-//! column is produced by name, so the code cannot drift from the declared column order.
+//! Rows into Arrow record batches, built against the declared schemas. Each column is produced
+//! by name, so the code cannot drift from the declared column order.
+//!
+//! A table comes as several batches, each of at most [`BATCH_ROWS`] rows and about
+//! [`BATCH_TEXT_BYTES`] bytes of text per column: a text column of one batch must stay far
+//! below Arrow's 2 GiB offset limit even when many rows repeat one long string (issue 13
+//! finding 1: 2 100 frames sharing one long name), and the writer never holds a whole table.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, StringArray, UInt64Array};
+use datafusion::arrow::array::{
+    new_null_array, ArrayRef, BooleanArray, Int64Array, StringArray, StringBuilder, UInt64Array,
+};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use memq_core::catalog::TableDef;
 use memq_core::error::Result;
+use memq_pickle::value::Arena;
 
+use crate::frames::Frame;
 use crate::schema;
-use crate::tables::{BlockRow, InfoRow, Rows, SegmentRow, TraceRow};
+use crate::tables::{BlockRow, InfoRow, Rows, SegmentRow};
+use crate::traces::TraceColumns;
 
-/// One batch per table with the table's definition, in the order of [`schema::tables`].
-pub fn batches(snapshot: &str, rows: &Rows) -> Result<Vec<(TableDef, RecordBatch)>> {
-    Ok(vec![
-        segments(snapshot, &rows.segments)?,
-        blocks(snapshot, &rows.blocks)?,
-        traces(snapshot, &rows.traces)?,
-        frames(snapshot, rows)?,
-        info(snapshot, &rows.info)?,
-    ])
+/// Most rows of one batch (= one row group of the trace table, as memq-core's writers).
+pub const BATCH_ROWS: usize = 128 * 1024;
+/// Text bytes of one batch (all its text columns together) beyond which it is cut.
+pub const BATCH_TEXT_BYTES: usize = 128 << 20;
+
+/// The batches of one table (none when it has no rows).
+pub fn table_batches(
+    snapshot: &str,
+    rows: &Rows,
+    arena: &Arena,
+    table: &TableDef,
+    limit: usize,
+    mut emit: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let name = snapshot.len();
+    let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+    match table.name {
+        schema::SEGMENTS => {
+            let r = &rows.segments;
+            for range in chunks(r.len(), limit, |i| {
+                name + text(&r[i].segment_type) + text(&r[i].extra_json)
+            }) {
+                emit(segments(table, snapshot, &r[range])?)?;
+            }
+        }
+        schema::BLOCKS => {
+            let r = &rows.blocks;
+            for range in chunks(r.len(), limit, |i| {
+                name + text(&r[i].state) + text(&r[i].user_metadata) + text(&r[i].extra_json)
+            }) {
+                emit(blocks(table, snapshot, &r[range])?)?;
+            }
+        }
+        schema::TRACES => {
+            let t = &rows.traces;
+            for range in chunks(t.len(), limit, |i| {
+                let rare = t.rare(i).map_or(0, |r| {
+                    text(&r.compile_context) + text(&r.user_metadata) + text(&r.extra_json)
+                });
+                name + t.action(arena, i).map_or(0, str::len) + rare
+            }) {
+                emit(traces(table, snapshot, t, arena, range)?)?;
+            }
+        }
+        schema::FRAMES => {
+            let frames: Vec<_> = rows.stacks.rows().collect();
+            let len = |t: Option<&str>| t.map_or(0, str::len);
+            for range in chunks(frames.len(), limit, |i| {
+                let f = frames[i].2;
+                name + len(f.name()) + len(f.filename()) + len(f.extra_json())
+            }) {
+                emit(frame_batch(table, snapshot, &frames[range])?)?;
+            }
+        }
+        _ => {
+            let r = &rows.info;
+            for range in chunks(r.len(), limit, |i| {
+                name + r[i].section.len() + r[i].key.len() + text(&r[i].value) + 8
+            }) {
+                emit(info(table, snapshot, &r[range])?)?;
+            }
+        }
+    }
+    Ok(())
 }
 
-fn segments(snapshot: &str, rows: &[SegmentRow]) -> Result<(TableDef, RecordBatch)> {
+/// Consecutive row ranges of at most [`BATCH_ROWS`] rows and `limit` text bytes (a single row
+/// over the limit is a batch of its own).
+fn chunks(rows: usize, limit: usize, bytes: impl Fn(usize) -> usize) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0usize);
+    for i in 0..rows {
+        let b = bytes(i);
+        if i > start && (i - start >= BATCH_ROWS || size.saturating_add(b) > limit) {
+            out.push(start..i);
+            (start, size) = (i, 0);
+        }
+        size = size.saturating_add(b);
+    }
+    if rows > start {
+        out.push(start..rows);
+    }
+    out
+}
+
+fn segments(table: &TableDef, snapshot: &str, rows: &[SegmentRow]) -> Result<RecordBatch> {
     let column = |name: &str| match name {
         "segment_id" => ints(rows.iter().map(|r| Some(r.segment_id))),
         "device" => ints(rows.iter().map(|r| r.device)),
@@ -41,10 +127,10 @@ fn segments(snapshot: &str, rows: &[SegmentRow]) -> Result<(TableDef, RecordBatc
         "extra_json" => texts(rows.iter().map(|r| r.extra_json.as_deref())),
         other => unreachable!("snap_segments has no column {other}"),
     };
-    build(schema::segments(), snapshot, rows.len(), column)
+    build(table, snapshot, rows.len(), column)
 }
 
-fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<(TableDef, RecordBatch)> {
+fn blocks(table: &TableDef, snapshot: &str, rows: &[BlockRow]) -> Result<RecordBatch> {
     let column = |name: &str| match name {
         "block_id" => ints(rows.iter().map(|r| Some(r.block_id))),
         "segment_id" => ints(rows.iter().map(|r| Some(r.segment_id))),
@@ -61,33 +147,64 @@ fn blocks(snapshot: &str, rows: &[BlockRow]) -> Result<(TableDef, RecordBatch)> 
         "extra_json" => texts(rows.iter().map(|r| r.extra_json.as_deref())),
         other => unreachable!("snap_blocks has no column {other}"),
     };
-    build(schema::blocks(), snapshot, rows.len(), column)
+    build(table, snapshot, rows.len(), column)
 }
 
-fn traces(snapshot: &str, rows: &[TraceRow]) -> Result<(TableDef, RecordBatch)> {
+fn traces(
+    table: &TableDef,
+    snapshot: &str,
+    t: &TraceColumns,
+    arena: &Arena,
+    range: Range<usize>,
+) -> Result<RecordBatch> {
+    let rows = range.clone();
+    // Most batches have no row with a rare field: those columns are all NULL.
+    let any_rare = t
+        .rare
+        .range(range.start as u32..range.end as u32)
+        .next()
+        .is_some();
+    let rare = |f: fn(&crate::traces::Rare) -> Option<i64>| {
+        if !any_rare {
+            return new_null_array(&DataType::Int64, rows.len());
+        }
+        ints(rows.clone().map(|i| t.rare(i).and_then(f)))
+    };
+    let rare_text = |f: fn(&crate::traces::Rare) -> Option<&str>| {
+        if !any_rare {
+            return new_null_array(&DataType::Utf8, rows.len());
+        }
+        texts(rows.clone().map(|i| t.rare(i).and_then(f)))
+    };
     let column = |name: &str| match name {
-        "device" => ints(rows.iter().map(|r| Some(r.device))),
-        "seq" => ints(rows.iter().map(|r| Some(r.seq))),
-        "action" => texts(rows.iter().map(|r| r.action.as_deref())),
-        "addr" => uints(rows.iter().map(|r| r.addr)),
-        "device_free" => ints(rows.iter().map(|r| r.device_free)),
-        "size" => ints(rows.iter().map(|r| r.size)),
-        "stream" => ints(rows.iter().map(|r| r.stream)),
-        "time_us" => ints(rows.iter().map(|r| r.time_us)),
-        "compile_context" => texts(rows.iter().map(|r| r.compile_context.as_deref())),
-        "user_metadata" => texts(rows.iter().map(|r| r.user_metadata.as_deref())),
-        "pool_id_0" => ints(rows.iter().map(|r| r.pool_id.0)),
-        "pool_id_1" => ints(rows.iter().map(|r| r.pool_id.1)),
-        "stack_id" => ints(rows.iter().map(|r| r.stack_id)),
-        "forward_stack_id" => ints(rows.iter().map(|r| r.forward_stack_id)),
-        "extra_json" => texts(rows.iter().map(|r| r.extra_json.as_deref())),
+        "device" => ints(rows.clone().map(|i| Some(i64::from(t.device[i])))),
+        "seq" => ints(rows.clone().map(|i| Some(i64::from(t.seq[i])))),
+        "action" => texts(rows.clone().map(|i| t.action(arena, i))),
+        "addr" => uints(rows.clone().map(|i| t.addr.get(i))),
+        "device_free" => rare(|r| r.device_free),
+        "size" => ints(rows.clone().map(|i| t.size.get(i))),
+        "stream" => ints(rows.clone().map(|i| t.stream.get(i))),
+        "time_us" => ints(rows.clone().map(|i| t.time_us.get(i))),
+        "compile_context" => rare_text(|r| r.compile_context.as_deref()),
+        "user_metadata" => rare_text(|r| r.user_metadata.as_deref()),
+        "pool_id_0" => rare(|r| r.pool_id.0),
+        "pool_id_1" => rare(|r| r.pool_id.1),
+        "stack_id" => ints(
+            rows.clone()
+                .map(|i| (t.stack_id[i] != 0).then(|| i64::from(t.stack_id[i]))),
+        ),
+        "forward_stack_id" => rare(|r| r.forward_stack_id),
+        "extra_json" => rare_text(|r| r.extra_json.as_deref()),
         other => unreachable!("snap_traces has no column {other}"),
     };
-    build(schema::traces(), snapshot, rows.len(), column)
+    build(table, snapshot, range.len(), column)
 }
 
-fn frames(snapshot: &str, rows: &Rows) -> Result<(TableDef, RecordBatch)> {
-    let frames: Vec<_> = rows.stacks.rows().collect();
+fn frame_batch(
+    table: &TableDef,
+    snapshot: &str,
+    frames: &[(i64, i64, &Frame)],
+) -> Result<RecordBatch> {
     let column = |name: &str| match name {
         "stack_id" => ints(frames.iter().map(|&(stack_id, _, _)| Some(stack_id))),
         "depth" => ints(frames.iter().map(|&(_, depth, _)| Some(depth))),
@@ -97,10 +214,10 @@ fn frames(snapshot: &str, rows: &Rows) -> Result<(TableDef, RecordBatch)> {
         "extra_json" => texts(frames.iter().map(|(_, _, f)| f.extra_json())),
         other => unreachable!("snap_frames has no column {other}"),
     };
-    build(schema::frames(), snapshot, frames.len(), column)
+    build(table, snapshot, frames.len(), column)
 }
 
-fn info(snapshot: &str, rows: &[InfoRow]) -> Result<(TableDef, RecordBatch)> {
+fn info(table: &TableDef, snapshot: &str, rows: &[InfoRow]) -> Result<RecordBatch> {
     let column = |name: &str| match name {
         "section" => texts(rows.iter().map(|r| Some(r.section))),
         "item" => ints(rows.iter().map(|r| r.item)),
@@ -109,28 +226,29 @@ fn info(snapshot: &str, rows: &[InfoRow]) -> Result<(TableDef, RecordBatch)> {
         "value_type" => texts(rows.iter().map(|r| Some(r.value_type))),
         other => unreachable!("snap_info has no column {other}"),
     };
-    build(schema::info(), snapshot, rows.len(), column)
+    build(table, snapshot, rows.len(), column)
 }
 
 /// A batch with the table's columns in declared order; `snapshot` is filled here.
 fn build(
-    table: TableDef,
+    table: &TableDef,
     snapshot: &str,
     rows: usize,
     column: impl Fn(&str) -> ArrayRef,
-) -> Result<(TableDef, RecordBatch)> {
+) -> Result<RecordBatch> {
     let columns = table
         .columns
         .iter()
         .map(|c| match c.name {
-            "snapshot" => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                snapshot, rows,
-            ))) as ArrayRef,
+            "snapshot" => {
+                let mut b = StringBuilder::with_capacity(rows, rows * snapshot.len());
+                (0..rows).for_each(|_| b.append_value(snapshot));
+                Arc::new(b.finish()) as ArrayRef
+            }
             name => column(name),
         })
         .collect();
-    let batch = RecordBatch::try_new(table.schema(), columns)?;
-    Ok((table, batch))
+    Ok(RecordBatch::try_new(table.schema(), columns)?)
 }
 
 fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
@@ -147,4 +265,31 @@ fn texts<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
 
 fn flags(values: impl Iterator<Item = Option<bool>>) -> ArrayRef {
     Arc::new(BooleanArray::from_iter(values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cut_by_rows_and_by_bytes() {
+        assert_eq!(chunks(0, 100, |_| 1), Vec::<Range<usize>>::new());
+        assert_eq!(chunks(5, 100, |_| 10), vec![0..5]);
+        assert_eq!(chunks(5, 25, |_| 10), vec![0..2, 2..4, 4..5]);
+        // A row over the limit stands alone.
+        assert_eq!(
+            chunks(3, 25, |i| if i == 1 { 100 } else { 1 }),
+            vec![0..1, 1..2, 2..3]
+        );
+        let rows = BATCH_ROWS * 2 + 1;
+        let c = chunks(rows, usize::MAX, |_| 1);
+        assert_eq!(
+            c,
+            vec![
+                0..BATCH_ROWS,
+                BATCH_ROWS..2 * BATCH_ROWS,
+                2 * BATCH_ROWS..rows
+            ]
+        );
+    }
 }

@@ -2,29 +2,35 @@
 //! equivalent) into the snap_* tables, as a memq [`Format`]. Format notes:
 //! docs/formats/snapshot.md.
 //!
-//! The route of one pickle: memq-pickle decodes it (data only) → [`tables`] walks the
-//! snapshot structure into rows, with stacks deduplicated by [`frames`] and structured cells
-//! as JSON by [`json`] → [`batches`] builds one Arrow batch per table ([`schema`]) → the
-//! dataset writer of memq-core writes the five files in parallel.
+//! The route of one pickle: memq-pickle decodes it (data only), with the hook of [`traces`]
+//! turning the trace entries into columns as they are decoded (the bulk of a snapshot never
+//! exists as a tree) → [`tables`] walks the rest of the snapshot structure into rows, with
+//! stacks deduplicated by [`frames`] and structured cells as JSON by [`json`] → [`batches`]
+//! cuts each table into Arrow batches of bounded rows and bytes ([`schema`]) → they are written
+//! as the table files, the trace table beside the others.
 
 mod batches;
 mod frames;
 mod json;
 pub mod schema;
 mod tables;
+mod traces;
 
 use std::path::Path;
 
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use memq_core::catalog::TableDef;
-use memq_core::dataset::DatasetBuilder;
-use memq_core::error::{Location, MemqError, Result};
-use memq_core::format::{
-    ingest_whole_files, Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile,
-    WholeFile,
+use memq_core::dataset::{
+    sorting_columns, writer_properties, DatasetBuilder, ParallelSink, ParquetSink,
 };
-use memq_core::rejects::RejectsBuilder;
+use memq_core::error::{Location, MemqError, Result};
+use memq_core::format::{Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile};
+use memq_pickle::value::Arena;
+
+use crate::tables::Rows;
+use crate::traces::TraceStream;
 
 /// Reads one snapshot pickle into one batch per snap_* table, each with its definition (in the
 /// order of [`schema::tables`]); `snapshot` is the source name written in every row.
@@ -35,10 +41,114 @@ pub fn read_snapshot(path: &Path, snapshot: &str) -> Result<Vec<(TableDef, Recor
 
 /// [`read_snapshot`] on the bytes of `path`.
 fn read_bytes(path: &Path, data: &[u8], snapshot: &str) -> Result<Vec<(TableDef, RecordBatch)>> {
+    read_bytes_with_limit(path, data, snapshot, batches::BATCH_TEXT_BYTES)
+}
+
+/// [`read_bytes`] with batches cut at `limit` text bytes before they are put together.
+fn read_bytes_with_limit(
+    path: &Path,
+    data: &[u8],
+    snapshot: &str,
+    limit: usize,
+) -> Result<Vec<(TableDef, RecordBatch)>> {
+    with_rows(path, data, |rows, arena| {
+        schema::tables()
+            .into_iter()
+            .map(|table| {
+                let mut parts = Vec::new();
+                batches::table_batches(snapshot, rows, arena, &table, limit, |b| {
+                    parts.push(b);
+                    Ok(())
+                })?;
+                let batch = concat_batches(&table.schema(), &parts)?;
+                Ok((table, batch))
+            })
+            .collect()
+    })
+}
+
+/// Decodes the pickle and walks it into rows, then runs `f` on them. The trace entries are
+/// streamed into columns while decoding ([`traces`]); when the file's structure defeats that
+/// (a shared or misplaced trace list, a hostile file) it is decoded again the plain way, so the
+/// result and every error are those of the plain decoder.
+fn with_rows<T>(path: &Path, data: &[u8], f: impl FnOnce(&Rows, &Arena) -> Result<T>) -> Result<T> {
+    let mut stream = TraceStream::new();
+    if let Ok(decoded) = memq_pickle::decode_with(data, &mut stream) {
+        if let Ok(rows) = tables::rows(path, &decoded, data.len(), Some(stream)) {
+            return f(&rows, &decoded.arena);
+        }
+    }
     let decoded = memq_pickle::decode(data)
         .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
-    let rows = tables::rows(path, &decoded, data.len())?;
-    batches::batches(snapshot, &rows)
+    let rows = tables::rows(path, &decoded, data.len(), None)?;
+    f(&rows, &decoded.arena)
+}
+
+/// A table file being written: by one thread, or a row group's columns on several.
+enum Sink {
+    Plain(ParquetSink),
+    Parallel(ParallelSink),
+}
+
+/// Ingests one pickle: its tables written as the files of source `index`, batch by batch, the
+/// trace table on a thread of its own. Returns the rows written.
+fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
+    let path = &source.path;
+    let data = std::fs::read(path).map_err(|e| MemqError::io(path, e))?;
+    with_rows(path, &data, |rows, arena| {
+        // The trace table (the bulk) is encoded on every core, column by column.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let write = |table: &TableDef| -> Result<u64> {
+            let mut sink: Option<(Sink, std::path::PathBuf)> = None;
+            batches::table_batches(
+                &source.name,
+                rows,
+                arena,
+                table,
+                batches::BATCH_TEXT_BYTES,
+                |batch| {
+                    if sink.is_none() {
+                        let file = out.table_file(table.name, source.index)?;
+                        let props = writer_properties(Some(sorting_columns(table)));
+                        let (schema, parallel) = (table.schema(), table.name == schema::TRACES);
+                        let writer = if parallel && threads > 1 {
+                            Sink::Parallel(ParallelSink::create_with(
+                                &file, schema, props, threads,
+                            )?)
+                        } else {
+                            Sink::Plain(ParquetSink::create_with(&file, schema, props)?)
+                        };
+                        sink = Some((writer, file));
+                    }
+                    match sink.as_mut() {
+                        Some((Sink::Plain(s), _)) => s.write(&batch),
+                        Some((Sink::Parallel(s), _)) => s.write(&batch),
+                        None => Ok(()),
+                    }
+                },
+            )?;
+            let Some((sink, file)) = sink else {
+                return Ok(0);
+            };
+            let written = match sink {
+                Sink::Plain(s) => s.close()?,
+                Sink::Parallel(s) => s.close()?,
+            };
+            out.record(table.name, &file, written);
+            Ok(written)
+        };
+        let tables = schema::tables();
+        let (traces, others): (Vec<_>, Vec<_>) =
+            tables.iter().partition(|t| t.name == schema::TRACES);
+        std::thread::scope(|scope| {
+            let thread = scope.spawn(|| traces.iter().map(|t| write(t)).sum::<Result<u64>>());
+            let others: Result<u64> = others.iter().map(|t| write(t)).sum();
+            let traces = thread
+                .join()
+                .unwrap_or_else(|_| Err(MemqError::Query("a writer thread panicked".into())));
+            Ok(others? + traces?)
+        })
+    })
 }
 
 /// The analyses of `sql/`.
@@ -93,13 +203,17 @@ impl Format for Snapshot {
         progress: Progress,
     ) -> futures::future::BoxFuture<'a, Result<Vec<SourceReport>>> {
         Box::pin(async move {
-            ingest_whole_files(sources, out, &progress, |source| {
-                Ok(WholeFile {
-                    tables: read_snapshot(&source.path, &source.name)?,
-                    rejects: RejectsBuilder::new(&source.name),
-                    ts_unit: None,
+            sources
+                .iter()
+                .map(|source| {
+                    let rows = write_snapshot(source, out)?;
+                    progress(std::fs::metadata(&source.path).map_or(0, |m| m.len()));
+                    Ok(SourceReport {
+                        rows,
+                        ..SourceReport::default()
+                    })
                 })
-            })
+                .collect()
         })
     }
 
@@ -336,6 +450,267 @@ mod tests {
             ("device_traces", List(vec![])),
         ]);
         assert!(read_bytes(Path::new("e.pickle"), &empty.pickle(), "e").is_ok());
+    }
+
+    /// [`read_bytes`] without the streaming hook: the plain decoder's tree walked whole.
+    fn read_plain(data: &[u8]) -> Result<Vec<(TableDef, RecordBatch)>> {
+        let path = Path::new("plain.pickle");
+        let decoded = memq_pickle::decode(data)
+            .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
+        let rows = tables::rows(path, &decoded, data.len(), None)?;
+        schema::tables()
+            .into_iter()
+            .map(|table| {
+                let mut parts = Vec::new();
+                batches::table_batches("s", &rows, &decoded.arena, &table, usize::MAX, |b| {
+                    parts.push(b);
+                    Ok(())
+                })?;
+                let batch = concat_batches(&table.schema(), &parts)?;
+                Ok((table, batch))
+            })
+            .collect()
+    }
+
+    /// Streaming the trace gives the plain decoder's tables, value for value and in order, on
+    /// every snapshot fixture and real snapshot at hand.
+    #[test]
+    fn streaming_gives_the_plain_tables() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        for dir in [
+            root.join("fixtures/snapshots"),
+            root.join("../shared/fixtures/snapshots/real"),
+        ] {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path
+                    .extension()
+                    .is_some_and(|e| e == "pickle" || e == "pkl")
+                {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() >= 5, "{files:?}");
+        for file in files {
+            let data = std::fs::read(&file).unwrap();
+            let streamed = read_bytes(Path::new("plain.pickle"), &data, "s");
+            let plain = read_plain(&data);
+            match (streamed, plain) {
+                (Ok(a), Ok(b)) => {
+                    for ((def, a), (_, b)) in a.iter().zip(&b) {
+                        assert_eq!(a, b, "{}: {}", file.display(), def.name);
+                    }
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{}: {:?} vs {:?}", file.display(), a.err(), b.err()),
+            }
+        }
+    }
+
+    /// The real snapshots' traces are streamed (not read through the fallback): each device's
+    /// entries become rows while decoding and are gone from the decoded tree.
+    #[test]
+    fn real_traces_are_streamed() {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/snapshots/real");
+        for (file, rows) in [
+            ("cuda_transformer_forward.pickle", 8227), // one device: APPEND
+            ("torch_npu_two_devices.pkl", 17832),      // two devices: APPENDS
+        ] {
+            let Ok(data) = std::fs::read(dir.join(file)) else {
+                continue;
+            };
+            let mut stream = TraceStream::new();
+            let decoded = memq_pickle::decode_with(&data, &mut stream).unwrap();
+            assert_eq!(stream.columns.len(), rows, "{file}");
+            // The entry dicts of the usual shape (nearly all) are gone, their ids reused.
+            let plain = memq_pickle::decode(&data).unwrap().arena.len();
+            assert!(
+                decoded.arena.len() + rows * 9 / 10 <= plain,
+                "{file}: {} objects, {plain} plain",
+                decoded.arena.len()
+            );
+            let path = Path::new(file);
+            let walked = tables::rows(path, &decoded, data.len(), Some(stream));
+            assert_eq!(walked.map(|r| r.traces.len()).ok(), Some(rows), "{file}");
+        }
+    }
+
+    /// Trace lists shared through the memo, entries of unusual shape among usual ones, and a
+    /// device list DUPed onto the stack: the results (rows or refusal) are the plain decoder's.
+    #[test]
+    fn streaming_falls_back_on_unusual_structure() {
+        fn text(s: &str) -> Vec<u8> {
+            [&[b'X'][..], &(s.len() as u32).to_le_bytes(), s.as_bytes()].concat()
+        }
+        let entry = |action: &str, addr: u8| {
+            [
+                b"}(".to_vec(),
+                text("action"),
+                text(action),
+                text("addr"),
+                vec![b'K', addr],
+                text("size"),
+                vec![b'K', 8],
+                b"u".to_vec(),
+            ]
+            .concat()
+        };
+        let head = [
+            b"\x80\x04}(".to_vec(),
+            text("segments"),
+            b"]".to_vec(),
+            text("device_traces"),
+        ]
+        .concat();
+        let odd = [
+            b"}(".to_vec(),
+            text("action"),
+            text("alloc"),
+            text("weird"),
+            b"K\x01u".to_vec(),
+        ]
+        .concat();
+        let cases: Vec<Vec<u8>> = vec![
+            // [[e1, e2, odd, 5]]
+            [
+                head.clone(),
+                b"]](".to_vec(),
+                entry("alloc", 1),
+                entry("free_completed", 1),
+                odd.clone(),
+                b"K\x05ea".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+            // [d, d] with d memoized and read back: refused as a repeat.
+            [
+                head.clone(),
+                b"](]\x94(".to_vec(),
+                entry("alloc", 1),
+                b"eh\x00e".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+            // d = [e1]; the device list DUPed: [d, d].
+            [
+                head.clone(),
+                b"](](".to_vec(),
+                entry("alloc", 1),
+                b"e2e".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+            // An entry memoized and read back into a second device list.
+            [
+                head.clone(),
+                b"](](".to_vec(),
+                entry("alloc", 1),
+                b"\x94e](h\x00ee".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+            // Two device lists filled alternately through the memo.
+            [
+                head.clone(),
+                b"](]\x94(".to_vec(),
+                entry("alloc", 1),
+                b"e]\x94(".to_vec(),
+                entry("alloc", 2),
+                b"eh\x00(".to_vec(),
+                entry("alloc", 3),
+                b"e0e".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+            // device_traces twice: the last one counts.
+            [
+                head.clone(),
+                b"]](".to_vec(),
+                entry("alloc", 1),
+                b"ea".to_vec(),
+                text("device_traces"),
+                b"]](".to_vec(),
+                entry("alloc", 2),
+                b"ea".to_vec(),
+                b"u.".to_vec(),
+            ]
+            .concat(),
+        ];
+        for (i, data) in cases.iter().enumerate() {
+            let streamed = read_bytes(Path::new("plain.pickle"), data, "s");
+            let plain = read_plain(data);
+            match (streamed, plain) {
+                (Ok(a), Ok(b)) => {
+                    for ((def, a), (_, b)) in a.iter().zip(&b) {
+                        assert_eq!(a, b, "case {i}: {}", def.name);
+                    }
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "case {i}"),
+                (a, b) => panic!("case {i}: {:?} vs {:?}", a.err(), b.err()),
+            }
+        }
+    }
+
+    /// Issue 13 finding 1: a 2.2 MB pickle whose 2 100 frames share one 1 MiB name (2.2 GB of
+    /// text in snap_frames.name, beyond Arrow's 2 GiB offsets) is written in batches cut by
+    /// bytes, never as one column.
+    #[test]
+    fn frames_sharing_one_long_string_are_cut_by_bytes() {
+        fn text(s: &[u8]) -> Vec<u8> {
+            [&[b'X'][..], &(s.len() as u32).to_le_bytes(), s].concat()
+        }
+        let long = vec![b'n'; 1 << 20];
+        let mut frames = b"](".to_vec();
+        for line in 0..2100i32 {
+            frames.extend(b"}(");
+            frames.extend(text(b"name"));
+            if line == 0 {
+                frames.extend(text(&long));
+                frames.push(0x94); // MEMOIZE as memo 0
+            } else {
+                frames.extend(b"h\x00");
+            }
+            frames.extend(text(b"filename"));
+            frames.extend(text(b"f.py"));
+            frames.extend(text(b"line"));
+            frames.push(b'J');
+            frames.extend(line.to_le_bytes());
+            frames.extend(b"u");
+        }
+        frames.extend(b"e");
+        let data = [
+            b"\x80\x04}(".to_vec(),
+            text(b"segments"),
+            b"]".to_vec(),
+            text(b"device_traces"),
+            b"]](}(".to_vec(),
+            text(b"action"),
+            text(b"alloc"),
+            text(b"frames"),
+            frames,
+            b"uea".to_vec(),
+            b"u.".to_vec(),
+        ]
+        .concat();
+        let path = Path::new("long.pickle");
+        let limit = batches::BATCH_TEXT_BYTES;
+        let counts = with_rows(path, &data, |rows, arena| {
+            let mut counts = Vec::new();
+            let table = schema::frames();
+            batches::table_batches("s", rows, arena, &table, limit, |b| {
+                let name = b.column_by_name("name").unwrap();
+                counts.push((b.num_rows(), name.to_data().buffers()[1].len()));
+                Ok(())
+            })?;
+            Ok(counts)
+        })
+        .unwrap();
+        assert_eq!(counts.iter().map(|c| c.0).sum::<usize>(), 2100);
+        assert!(counts.len() >= 17, "{counts:?}");
+        assert!(counts.iter().all(|c| c.1 <= limit), "{counts:?}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use memq_core::error::{Location, MemqError, Result};
 
 use crate::frames::Stacks;
 use crate::json::{BudgetExceeded, Json};
+use crate::traces::{TraceColumns, TraceStream, NO_FRAMES};
 use memq_pickle::value::{a, Arena, ObjId, Value};
 use memq_pickle::Decoded;
 
@@ -87,13 +88,20 @@ pub struct InfoRow {
 pub struct Rows<'a> {
     pub segments: Vec<SegmentRow>,
     pub blocks: Vec<BlockRow>,
-    pub traces: Vec<TraceRow>,
+    pub traces: TraceColumns,
     pub stacks: Stacks<'a>,
     pub info: Vec<InfoRow>,
 }
 
-/// Turns a decoded snapshot into rows. `file_bytes` is the size of the pickle.
-pub fn rows<'a>(path: &'a Path, decoded: &'a Decoded<'_>, file_bytes: usize) -> Result<Rows<'a>> {
+/// Turns a decoded snapshot into rows. `file_bytes` is the size of the pickle. `stream` holds
+/// what the decoder hook took (crate::traces); the result is an error when the tree does not
+/// show those lists where they were taken (decode again without the hook).
+pub fn rows<'a>(
+    path: &'a Path,
+    decoded: &'a Decoded<'_>,
+    file_bytes: usize,
+    stream: Option<TraceStream>,
+) -> Result<Rows<'a>> {
     let arena = &decoded.arena;
     // Object ids and stack ids are kept as u32 in the per-object tables.
     if arena.len() >= u32::MAX as usize {
@@ -111,11 +119,12 @@ pub fn rows<'a>(path: &'a Path, decoded: &'a Decoded<'_>, file_bytes: usize) -> 
         rows: Rows {
             segments: Vec::new(),
             blocks: Vec::new(),
-            traces: Vec::new(),
+            traces: TraceColumns::new(),
             stacks: Stacks::new(arena),
             info: Vec::new(),
         },
         claimed: vec![false; arena.len()],
+        stream: None,
         problems: Vec::new(),
         warnings: decoded
             .warnings
@@ -123,6 +132,10 @@ pub fn rows<'a>(path: &'a Path, decoded: &'a Decoded<'_>, file_bytes: usize) -> 
             .map(|w| ("pickle".to_string(), w.clone()))
             .collect(),
     };
+    if let Some(mut stream) = stream {
+        std::mem::swap(&mut walker.rows.traces, &mut stream.columns);
+        walker.stream = Some(stream);
+    }
     walker.meta("protocol", decoded.protocol.to_string(), "int");
     walker.meta("file_bytes", file_bytes.to_string(), "int");
     walker.root(decoded.root)?;
@@ -137,6 +150,8 @@ struct Walker<'a> {
     rows: Rows<'a>,
     /// Per object: it is a row dict or row list already read.
     claimed: Vec<bool>,
+    /// The lists the decoder hook took (their rows are in `rows.traces` already).
+    stream: Option<TraceStream>,
     /// Problems of the dict being read, given their place when it is done.
     problems: Vec<String>,
     /// (place, message) of every problem.
@@ -230,35 +245,52 @@ impl<'a> Walker<'a> {
     /// such a device gets rows in snap_info section `trace` (entries, the count of those
     /// addresses, wrapped = true); a device whose trace shows no sign gets none.
     fn trace_facts(&mut self) {
-        use std::collections::{BTreeMap, HashMap, HashSet};
-        // (device, address) → the latest alloc entry still holding it.
-        let mut holder: HashMap<(i64, u64), usize> = HashMap::new();
-        let mut allocated: HashSet<(i64, u64)> = HashSet::new();
+        use foldhash::{HashMap, HashSet};
+        use std::collections::BTreeMap;
+        // (device, address) → the latest alloc entry still holding it (u32::MAX once freed):
+        // every address the trace allocated is a key.
+        const FREED: u32 = u32::MAX;
+        let mut holder: HashMap<(i64, u64), u32> = HashMap::default();
         // device → (entries, addresses freed without an earlier alloc)
         let mut devices: BTreeMap<i64, (i64, HashSet<u64>)> = BTreeMap::new();
-        for (index, t) in self.rows.traces.iter().enumerate() {
-            let device = devices.entry(t.device).or_default();
+        let traces = &self.rows.traces;
+        // Action ids seen: arena ids repeat, so each is read once.
+        let mut kinds: HashMap<u32, u8> = HashMap::default();
+        for index in 0..traces.len() {
+            let t_device = i64::from(traces.device[index]);
+            let device = devices.entry(t_device).or_default();
             device.0 += 1;
-            let (Some(addr), Some(action)) = (t.addr, t.action.as_deref()) else {
+            let Some(addr) = traces.addr.get(index) else {
                 continue;
             };
-            let key = (t.device, addr);
-            match action {
-                "alloc" => {
-                    holder.insert(key, index);
-                    allocated.insert(key);
+            let kind = *kinds.entry(traces.action[index]).or_insert_with(|| {
+                match traces.action(self.arena, index) {
+                    Some("alloc") => 1,
+                    Some("free_requested") => 2,
+                    Some("free_completed" | "free") => 3,
+                    _ => 0,
                 }
-                "free_requested" | "free_completed" | "free" => {
-                    if !allocated.contains(&key) {
+            });
+            let key = (t_device, addr);
+            match kind {
+                1 => {
+                    holder.insert(key, index as u32);
+                }
+                2 | 3 => {
+                    let entry = holder.get_mut(&key);
+                    if entry.is_none() {
                         device.1.insert(addr);
                     }
-                    if action != "free_requested" {
-                        holder.remove(&key);
+                    if kind == 3 {
+                        if let Some(entry) = entry {
+                            *entry = FREED;
+                        }
                     }
                 }
                 _ => {}
             }
         }
+        holder.retain(|_, index| *index != FREED);
         for block in &mut self.rows.blocks {
             let live = matches!(
                 block.state.as_deref(),
@@ -270,9 +302,10 @@ impl<'a> Walker<'a> {
                 .filter(|_| live)
                 .and_then(|key| holder.get(&key));
             if let Some(&index) = made_by {
-                let entry = &self.rows.traces[index];
-                block.alloc_seq = Some(entry.seq);
-                block.user_metadata = entry.user_metadata.clone();
+                let index = index as usize;
+                let traces = &self.rows.traces;
+                block.alloc_seq = Some(i64::from(traces.seq[index]));
+                block.user_metadata = traces.rare(index).and_then(|r| r.user_metadata.clone());
             }
         }
         for (device, (entries, orphans)) in devices {
@@ -497,53 +530,139 @@ impl<'a> Walker<'a> {
         };
         // Forward stacks are numbered after every stack the reference knows, to keep its ids.
         let mut forward = Vec::new();
+        let stream = self.stream.take();
+        let (mut next_row, mut visited) = (0usize, 0usize);
         for (device, &events) in devices.iter().enumerate() {
+            let streamed = match (&stream, events) {
+                (Some(stream), Value::Obj(id)) => stream.list(id).map(|i| &stream.streamed[i]),
+                _ => None,
+            };
+            if let Some(streamed) = streamed {
+                if streamed.device != device || streamed.first_row != next_row {
+                    return Err(self.stream_mismatch());
+                }
+                next_row += streamed.rows;
+                visited += 1;
+                self.streamed_entries(device, streamed, &mut forward)?;
+                continue;
+            }
+            if stream.as_ref().is_some_and(|s| !s.streamed.is_empty())
+                && self.arena.sequence(events).is_some_and(|e| !e.is_empty())
+            {
+                return Err(self.stream_mismatch());
+            }
             let Some(events) = self.row_list(events, &|| format!("device_traces[{device}]"))?
             else {
                 continue;
             };
             for (seq, &event) in events.iter().enumerate() {
-                let place = || format!("device_traces[{device}][{seq}]");
-                let Some(fields) = self.row_dict(event, &place)? else {
-                    continue;
-                };
-                let mut row = TraceRow {
-                    device: device as i64,
-                    seq: seq as i64,
-                    ..TraceRow::default()
-                };
-                let (mut frames, mut extra) = (Value::None, Vec::new());
-                for &(key, value) in fields {
-                    match self.arena.str(key) {
-                        Some("action") => row.action = self.text("action", value),
-                        Some("addr") => row.addr = self.address("addr", value),
-                        Some("device_free") => row.device_free = self.int("device_free", value),
-                        Some("size") => row.size = self.int("size", value),
-                        Some("stream") => row.stream = self.int("stream", value),
-                        Some("time_us") => row.time_us = self.int("time_us", value),
-                        Some("compile_context") => {
-                            row.compile_context = self.text("compile_context", value)
-                        }
-                        Some("user_metadata") => row.user_metadata = self.any_text(value)?,
-                        Some("pool_id") => row.pool_id = self.pool_id("pool_id", value),
-                        Some("frames") => frames = value,
-                        Some("forward_frames") => {
-                            forward.push((self.rows.traces.len(), place(), value))
-                        }
-                        _ => extra.push((key, value)),
-                    }
-                }
-                row.stack_id = self.stack(frames)?;
-                row.extra_json = self.extra(&extra)?;
-                self.flush(&place);
-                self.rows.traces.push(row);
+                self.trace_entry(device, seq, event, None, &mut forward)?;
             }
         }
+        if let Some(stream) = stream.as_ref().filter(|s| !s.streamed.is_empty()) {
+            if visited != stream.streamed.len() || next_row != self.rows.traces.len() {
+                return Err(self.stream_mismatch());
+            }
+        }
+        // The frame lists of streamed rows are interned; their ids are no longer needed.
+        self.rows.traces.frames = Vec::new();
         for (row, place, frames) in forward {
-            self.rows.traces[row].forward_stack_id = self.stack(frames)?;
+            let stack = self.stack(frames)?;
+            self.rows.traces.set_forward_stack(row, stack);
             self.flush(&|| place.clone());
         }
         Ok(())
+    }
+
+    /// The rows of a list the decoder hook took: streamed rows get their stack, the entries it
+    /// left in the tree are read as usual, in seq order.
+    fn streamed_entries(
+        &mut self,
+        device: usize,
+        streamed: &crate::traces::Streamed,
+        forward: &mut Vec<(usize, String, Value)>,
+    ) -> Result<()> {
+        let mut deferred = streamed.deferred.iter().peekable();
+        let mut row = streamed.first_row;
+        for seq in 0..streamed.entries {
+            if let Some(entry) = deferred.next_if(|d| d.seq == seq) {
+                self.trace_entry(device, seq as usize, entry.object, entry.row, forward)?;
+                if entry.row.is_some() {
+                    row += 1;
+                }
+                continue;
+            }
+            let frames = self.rows.traces.frames[row];
+            if frames != NO_FRAMES {
+                let stack = self.stack(Value::Obj(frames as ObjId))?;
+                self.rows.traces.stack_id[row] = stack.map_or(0, |id| id as u32);
+                self.flush(&|| format!("device_traces[{device}][{seq}]"));
+            }
+            row += 1;
+        }
+        Ok(())
+    }
+
+    /// One entry of a device's trace: a row (appended, or filled at `slot`) or a warning.
+    fn trace_entry(
+        &mut self,
+        device: usize,
+        seq: usize,
+        event: Value,
+        slot: Option<u32>,
+        forward: &mut Vec<(usize, String, Value)>,
+    ) -> Result<()> {
+        let place = || format!("device_traces[{device}][{seq}]");
+        let Some(fields) = self.row_dict(event, &place)? else {
+            return Ok(());
+        };
+        let mut row = TraceRow {
+            device: device as i64,
+            seq: seq as i64,
+            ..TraceRow::default()
+        };
+        let (mut frames, mut extra, mut forward_frames) = (Value::None, Vec::new(), Vec::new());
+        for &(key, value) in fields {
+            match self.arena.str(key) {
+                Some("action") => row.action = self.text("action", value),
+                Some("addr") => row.addr = self.address("addr", value),
+                Some("device_free") => row.device_free = self.int("device_free", value),
+                Some("size") => row.size = self.int("size", value),
+                Some("stream") => row.stream = self.int("stream", value),
+                Some("time_us") => row.time_us = self.int("time_us", value),
+                Some("compile_context") => {
+                    row.compile_context = self.text("compile_context", value)
+                }
+                Some("user_metadata") => row.user_metadata = self.any_text(value)?,
+                Some("pool_id") => row.pool_id = self.pool_id("pool_id", value),
+                Some("frames") => frames = value,
+                Some("forward_frames") => forward_frames.push(value),
+                _ => extra.push((key, value)),
+            }
+        }
+        row.stack_id = self.stack(frames)?;
+        row.extra_json = self.extra(&extra)?;
+        self.flush(&place);
+        let index = match slot {
+            Some(slot) => {
+                self.rows.traces.set_row(slot as usize, row);
+                slot as usize
+            }
+            None => self.rows.traces.push_row(row),
+        };
+        for value in forward_frames {
+            forward.push((index, place(), value));
+        }
+        Ok(())
+    }
+
+    /// The tree does not show the lists the decoder hook took where it took them.
+    fn stream_mismatch(&self) -> MemqError {
+        MemqError::input(
+            self.path,
+            Location::None,
+            "the trace lists are not where streaming took them; decode again without it",
+        )
     }
 
     // Other top-level keys.

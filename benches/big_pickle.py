@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Builds a large snapshot pickle from a real one for the snapshot benchmark (issue 10):
+the device trace entries are repeated, each copy shifted in address space and in time, until
+the file reaches the wanted size; segments and the other keys stay as they are. Frame lists are
+shared between copies (pickle stores them once, as the real writer does for repeated stacks).
+
+    benches/big_pickle.py SRC.pickle OUT.pickle [MEGABYTES=100]
+"""
+import pickle
+import sys
+
+
+def main():
+    src, out = sys.argv[1], sys.argv[2]
+    want = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    with open(src, "rb") as f:
+        snap = pickle.load(f)
+    traces = snap["device_traces"]
+    base = len(pickle.dumps(snap, protocol=4))
+    span = 0
+    for t in traces:
+        times = [e.get("time_us", 0) for e in t]
+        if times:
+            span = max(span, max(times) - min(times) + 1)
+    shift_addr = 1 << 40
+
+    def repeated(copies):
+        return [
+            [shifted(e, k) for k in range(copies) for e in t]
+            for t in traces
+        ]
+
+    def shifted(e, k):
+        c = dict(e)
+        if "addr" in c:
+            c["addr"] = c["addr"] + k * shift_addr
+        if "time_us" in c:
+            c["time_us"] = c["time_us"] + k * span
+        return c
+
+    # What one more copy adds (frame lists are stored once whatever the copies).
+    snap["device_traces"] = repeated(2)
+    per_copy = max(1, len(pickle.dumps(snap, protocol=4)) - base)
+    copies = max(1, ((want << 20) - base) // per_copy + 1)
+    snap["device_traces"] = repeated(copies)
+    with open(out, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    print(f"{out}: {copies} copies of {sum(len(t) for t in traces)} trace entries")
+
+
+if __name__ == "__main__":
+    main()

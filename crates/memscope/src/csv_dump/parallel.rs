@@ -1,0 +1,470 @@
+//! One CSV dump parsed on every core.
+//!
+//! The calling thread reads the file and cuts it into pieces of about [`CHUNK_BYTES`] at record
+//! boundaries: a physical line that opens like a new row (`<digits>,<EVENT>,`) always starts a
+//! record (records.rs: it even ends a record whose quote is still open), unless the record before
+//! it is cut for exceeding `MAX_RECORD_BYTES`, which cannot happen inside a piece far smaller than
+//! that limit. Each piece is parsed by a worker with the same [`RecordReader`] (lines and byte
+//! offsets start at the piece's place in the file, so they are exact), its rows sorted into runs
+//! and encoded; a collector takes the pieces in file order, numbers their rows (`row_idx`),
+//! writes rejects and merges the unit/generation findings. When no boundary shows up within
+//! [`FALLBACK_BYTES`], the rest of the file is read sequentially on the calling thread (the
+//! rules for oversized records then apply unchanged).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::{parse_record_ref, Columns};
+use crate::attr;
+use crate::events::EventsBuilder;
+use crate::output::runs::{sort_run, EncodedRun, RunEncoder, RunStore};
+use crate::output::{convert_ts, PieceStats, SourceOutput, TsUnit, BATCH_ROWS};
+use crate::records::{looks_like_row_start, RawRecord, RecordReader};
+use memq_core::error::{MemqError, Result};
+use memq_core::rejects::Reject;
+
+/// Bytes of a piece.
+pub const CHUNK_BYTES: usize = 16 << 20;
+/// A piece with no record boundary after this many bytes ends the parallel read.
+pub const FALLBACK_BYTES: usize = 64 << 20;
+/// A boundary line must end within this many bytes (so it can never be cut).
+const BOUNDARY_LINE: usize = 1 << 20;
+
+pub struct Job<'a> {
+    pub path: &'a Path,
+    pub cols: &'a Columns,
+    pub workers: usize,
+    pub chunk_bytes: usize,
+    /// [`FALLBACK_BYTES`] (smaller in tests).
+    pub fallback_bytes: usize,
+}
+
+/// What a worker needs.
+struct Ctx<'a> {
+    cols: &'a Columns,
+    declared: Option<TsUnit>,
+    source: String,
+    batch_bytes: usize,
+    encoder: Arc<RunEncoder>,
+}
+
+/// One parsed piece: its sorted runs, rejects and findings.
+struct Piece {
+    runs: Vec<EncodedRun>,
+    rejects: Vec<Reject>,
+    /// Records (events and rejects): the `row_idx` the piece uses up.
+    records: u64,
+    stats: PieceStats,
+}
+
+struct Work {
+    seq: u64,
+    bytes: Vec<u8>,
+    line: u64,
+    offset: u64,
+}
+
+/// How many pieces are parsed but not yet collected (bounds memory).
+struct InFlight {
+    count: Mutex<u64>,
+    cv: Condvar,
+}
+
+pub fn read<R: Read + Send>(
+    job: &Job,
+    mut input: R,
+    start: Vec<u8>,
+    (line, offset): (u64, u64),
+    out: &mut SourceOutput,
+    events_path: &Path,
+    runs_path: &Path,
+) -> Result<()> {
+    let schema = crate::schema::events().schema();
+    let encoder = RunEncoder::new(schema.clone())?;
+    let mut store = RunStore::create(runs_path, &encoder)?;
+    let ctx = Ctx {
+        cols: job.cols,
+        declared: out.declared(),
+        source: out_source(out),
+        batch_bytes: out.batch_bytes,
+        encoder,
+    };
+    let workers = job.workers.max(1);
+    let (work_tx, work_rx) = sync_channel::<Work>(workers);
+    let work_rx = Arc::new(Mutex::new(work_rx));
+    let (done_tx, done_rx) = sync_channel::<(u64, Result<Piece>)>(workers * 2 + 2);
+    let in_flight = InFlight {
+        count: Mutex::new(0),
+        cv: Condvar::new(),
+    };
+    let limit = workers as u64 + 2;
+    let path = job.path;
+    let result: Result<()> = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let rx = work_rx.clone();
+            let tx = done_tx.clone();
+            let ctx = &ctx;
+            scope.spawn(move || worker(ctx, rx, tx));
+        }
+        let collector = {
+            let in_flight = &in_flight;
+            let store = &mut store;
+            let out = &mut *out;
+            scope.spawn(move || collect(done_rx, store, out, in_flight))
+        };
+        let dispatched = dispatch(
+            job,
+            &ctx,
+            &mut input,
+            start,
+            (line, offset),
+            &work_tx,
+            &done_tx,
+            &in_flight,
+            limit,
+        );
+        drop(work_tx);
+        drop(done_tx);
+        let collected = collector
+            .join()
+            .unwrap_or_else(|_| Err(MemqError::Query("the collector panicked".into())));
+        dispatched.and(collected)
+    });
+    result.map_err(|e| match e {
+        MemqError::Query(m) if m.contains("I/O") => {
+            MemqError::Query(format!("{}: {m}", path.display()))
+        }
+        e => e,
+    })?;
+    store.merge_into(events_path, schema, workers.max(2))?;
+    Ok(())
+}
+
+fn out_source(out: &SourceOutput) -> String {
+    out.events_source().to_string()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dispatch<R: Read>(
+    job: &Job,
+    ctx: &Ctx,
+    input: &mut R,
+    start: Vec<u8>,
+    (mut line, mut offset): (u64, u64),
+    work_tx: &SyncSender<Work>,
+    done_tx: &SyncSender<(u64, Result<Piece>)>,
+    in_flight: &InFlight,
+    limit: u64,
+) -> Result<()> {
+    let path = job.path;
+    let mut buf = start;
+    let mut seq = 0u64;
+    let mut eof = false;
+    let wait_room = || {
+        let mut n = in_flight.count.lock().expect("lock");
+        while *n >= limit {
+            n = in_flight.cv.wait(n).expect("lock");
+        }
+        *n += 1;
+    };
+    loop {
+        let want = if buf.len() < job.chunk_bytes {
+            job.chunk_bytes
+        } else {
+            buf.len() + job.chunk_bytes
+        };
+        while buf.len() < want && !eof {
+            eof = fill(input, &mut buf, want).map_err(|e| MemqError::io(path, e))?;
+        }
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let split = if eof && buf.len() <= job.chunk_bytes {
+            Some(buf.len())
+        } else {
+            find_split(&buf, job.chunk_bytes).or(eof.then_some(buf.len()))
+        };
+        match split {
+            Some(p) => {
+                let rest = buf.split_off(p);
+                let piece = std::mem::replace(&mut buf, rest);
+                let lines = count_lines(&piece);
+                let len = piece.len() as u64;
+                wait_room();
+                let w = Work {
+                    seq,
+                    bytes: piece,
+                    line,
+                    offset,
+                };
+                if work_tx.send(w).is_err() {
+                    return Err(MemqError::Query("a parse worker stopped".into()));
+                }
+                seq += 1;
+                line += lines;
+                offset += len;
+                if eof && buf.is_empty() {
+                    return Ok(());
+                }
+            }
+            None if buf.len() >= job.fallback_bytes => {
+                // No boundary in sight: the rest is read in file order here.
+                let chained = std::io::BufReader::with_capacity(
+                    1 << 20,
+                    std::io::Cursor::new(std::mem::take(&mut buf)).chain(input),
+                );
+                let mut reader = RecordReader::with_position(chained, line, offset);
+                loop {
+                    wait_room();
+                    let (piece, done) =
+                        parse_piece(ctx, &mut reader, true).map_err(|e| MemqError::io(path, e))?;
+                    if done_tx.send((seq, Ok(piece))).is_err() {
+                        return Err(MemqError::Query("the collector stopped".into()));
+                    }
+                    seq += 1;
+                    if done {
+                        return Ok(());
+                    }
+                }
+            }
+            None => {} // read more
+        }
+    }
+}
+
+/// Reads until `buf` holds `want` bytes or the input ends; returns whether it ended.
+fn fill<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> std::io::Result<bool> {
+    let old = buf.len();
+    buf.resize(want.max(old + (64 << 10)), 0);
+    let mut filled = old;
+    let result = loop {
+        if filled == buf.len() {
+            break Ok(false);
+        }
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break Ok(true),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    buf.truncate(filled);
+    result
+}
+
+fn count_lines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// The last record boundary in `buf` at or after `min` bytes, searched backwards from its end:
+/// the start of a line that opens like a row and ends within [`BOUNDARY_LINE`] bytes.
+fn find_split(buf: &[u8], min: usize) -> Option<usize> {
+    let mut end = buf.len();
+    let mut next_nl: Option<usize> = None;
+    while let Some(q) = buf[..end].iter().rposition(|&b| b == b'\n') {
+        if q + 1 < min {
+            return None;
+        }
+        if let Some(n) = next_nl {
+            if n - q <= BOUNDARY_LINE && looks_like_row_start(&buf[q + 1..]) {
+                return Some(q + 1);
+            }
+        }
+        next_nl = Some(q);
+        end = q;
+    }
+    None
+}
+
+fn worker(ctx: &Ctx, rx: Arc<Mutex<Receiver<Work>>>, tx: SyncSender<(u64, Result<Piece>)>) {
+    loop {
+        let work = {
+            let Ok(rx) = rx.lock() else { return };
+            match rx.recv() {
+                Ok(w) => w,
+                Err(_) => return,
+            }
+        };
+        let mut reader = RecordReader::with_position(&work.bytes[..], work.line, work.offset);
+        let piece = parse_piece(ctx, &mut reader, false)
+            .map(|(p, _)| p)
+            .map_err(|e| MemqError::Query(format!("I/O error: {e}")));
+        if tx.send((work.seq, piece)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Takes the pieces in file order.
+fn collect(
+    rx: Receiver<(u64, Result<Piece>)>,
+    store: &mut RunStore,
+    out: &mut SourceOutput,
+    in_flight: &InFlight,
+) -> Result<()> {
+    let mut waiting: BTreeMap<u64, Piece> = BTreeMap::new();
+    let mut next = 0u64;
+    let mut base = 0u64;
+    let release = || {
+        if let Ok(mut n) = in_flight.count.lock() {
+            *n = n.saturating_sub(1);
+        }
+        in_flight.cv.notify_all();
+    };
+    for (seq, piece) in rx {
+        let piece = match piece {
+            Ok(p) => p,
+            Err(e) => {
+                // Unblock the dispatcher for good.
+                if let Ok(mut n) = in_flight.count.lock() {
+                    *n = 0;
+                }
+                in_flight.cv.notify_all();
+                return Err(e);
+            }
+        };
+        waiting.insert(seq, piece);
+        while let Some(p) = waiting.remove(&next) {
+            next += 1;
+            for run in p.runs {
+                store.append(run, base)?;
+            }
+            base += p.records;
+            for r in p.rejects {
+                out.push_reject(r)?;
+            }
+            out.merge_piece(&p.stats);
+            release();
+        }
+    }
+    Ok(())
+}
+
+/// Parses records from `reader` into sorted, encoded runs: all of them, or (`one_run`) until the
+/// first run is complete. Returns the piece and whether the input ended.
+fn parse_piece<R: BufRead>(
+    ctx: &Ctx,
+    reader: &mut RecordReader<R>,
+    one_run: bool,
+) -> std::io::Result<(Piece, bool)> {
+    let mut piece = Piece {
+        runs: Vec::new(),
+        rejects: Vec::new(),
+        records: 0,
+        stats: PieceStats::default(),
+    };
+    let mut builder = EventsBuilder::new(&ctx.source, 1);
+    let mut bytes = 0usize;
+    let mut reject_bytes = 0usize;
+    let mut full: Vec<datafusion::arrow::record_batch::RecordBatch> = Vec::new();
+    let mut rec = RawRecord::default();
+    let mut ended = true;
+    while reader.next_record(&mut rec)? {
+        if rec.bytes.is_empty() && rec.terminated {
+            continue; // blank line
+        }
+        let idx = piece.records;
+        piece.records += 1;
+        // A piece read whole is one run (its size is bounded by the piece); a streamed one is
+        // cut into runs of BATCH_ROWS.
+        let max_rows = if one_run { BATCH_ROWS } else { usize::MAX };
+        match append(
+            ctx,
+            &rec,
+            idx,
+            max_rows,
+            &mut builder,
+            &mut bytes,
+            &mut piece.stats,
+            &mut full,
+        ) {
+            Ok(()) => {}
+            Err(reason) => {
+                reject_bytes += rec.bytes.len() + reason.len();
+                piece.rejects.push(Reject {
+                    line: rec.line,
+                    byte_offset: rec.offset,
+                    reason,
+                    raw: std::mem::take(&mut rec.bytes),
+                });
+            }
+        }
+        for batch in full.drain(..) {
+            piece.runs.push(encode(ctx, batch)?);
+        }
+        if one_run && (!piece.runs.is_empty() || reject_bytes >= ctx.batch_bytes) {
+            ended = false;
+            break;
+        }
+    }
+    if !builder.is_empty() {
+        piece.runs.push(encode(ctx, builder.finish())?);
+    }
+    Ok((piece, ended))
+}
+
+fn encode(
+    ctx: &Ctx,
+    batch: datafusion::arrow::record_batch::RecordBatch,
+) -> std::io::Result<EncodedRun> {
+    let io = |e: MemqError| std::io::Error::other(e.to_string());
+    let rows = batch.num_rows();
+    let (sorted, was_sorted) = sort_run(batch).map_err(io)?;
+    let (first, last) = crate::output::runs::bounds(&sorted);
+    let chunks = ctx.encoder.encode(&sorted).map_err(io)?;
+    Ok(EncodedRun {
+        chunks,
+        rows,
+        was_sorted,
+        first,
+        last,
+    })
+}
+
+/// One record into `builder` (the rules of `read_from` and `SourceOutput::push_event`); a full
+/// batch is moved to `full`.
+#[allow(clippy::too_many_arguments)]
+fn append(
+    ctx: &Ctx,
+    rec: &RawRecord,
+    idx: u64,
+    max_rows: usize,
+    builder: &mut EventsBuilder,
+    bytes: &mut usize,
+    stats: &mut PieceStats,
+    full: &mut Vec<datafusion::arrow::record_batch::RecordBatch>,
+) -> std::result::Result<(), String> {
+    let mut fields = Vec::with_capacity(ctx.cols.count);
+    let (mut row, decimal_ptr) = parse_record_ref(rec, ctx.cols, &mut fields)?;
+    // Whether a timestamp converts does not depend on the rows before it (0 fits every unit).
+    let unit = match row.ts_raw {
+        Some(raw) => Some(convert_ts(raw, ctx.declared, None)?.0),
+        None => None,
+    };
+    row.row_idx = idx;
+    row.line = rec.line;
+    stats.hints.decimal_ptr |= decimal_ptr;
+    if let (Some(raw), Some(unit)) = (row.ts_raw, unit) {
+        stats.observe_ts(raw, unit, rec.line);
+        builder.set_ts_scale(unit.scale());
+    }
+    let row_bytes = row.text_bytes();
+    if !builder.is_empty() && *bytes + row_bytes > ctx.batch_bytes {
+        *bytes = 0;
+        full.push(builder.finish());
+    }
+    let mut items = Vec::with_capacity(8);
+    attr::parse_into(row.attr, &mut items);
+    stats.hints.observe_ref(&row, &items);
+    builder.append_ref(&row, &items);
+    *bytes += row_bytes;
+    stats.rows += 1;
+    if builder.len() >= max_rows || *bytes >= ctx.batch_bytes {
+        *bytes = 0;
+        full.push(builder.finish());
+    }
+    Ok(())
+}
