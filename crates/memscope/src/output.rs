@@ -220,28 +220,13 @@ impl SourceOutput {
 
     /// `events_path` receives the (unsorted) events; `rejects_path` is created only if needed.
     pub fn create(source: &str, events_path: &Path, rejects_path: &Path) -> Result<SourceOutput> {
-        let events_schema = schema::events().schema();
         Ok(SourceOutput {
-            events: EventsBuilder::new(source, 1),
             events_sink: Some(BackgroundSink::spawn(ParquetSink::create_with(
                 events_path,
-                events_schema,
+                schema::events().schema(),
                 memq_core::dataset::staging_properties(),
             )?)),
-            rejects: RejectsBuilder::new(source),
-            rejects_path: rejects_path.to_path_buf(),
-            rejects_sink: None,
-            hints: GenerationHints::default(),
-            ts_unit: None,
-            declared: false,
-            last_unit: None,
-            unit_switches: 0,
-            events_bytes: 0,
-            rejects_bytes: 0,
-            batch_bytes: BATCH_BYTES,
-            source: source.to_string(),
-            rows: 0,
-            rejected: 0,
+            ..Self::create_for_runs(source, rejects_path)
         })
     }
 
