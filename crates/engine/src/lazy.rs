@@ -4,7 +4,7 @@
 //! statement plans only the views it reads (and the views those read).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use async_trait::async_trait;
 use datafusion::catalog::view::ViewTable;
@@ -20,7 +20,7 @@ pub struct LibrarySchema {
     views: HashMap<String, Analysis>,
     planned: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
     /// The session the views are planned in (set once the context exists).
-    state: RwLock<Option<Weak<parking_lot::RwLock<SessionState>>>>,
+    state: OnceLock<Weak<parking_lot::RwLock<SessionState>>>,
 }
 
 impl std::fmt::Debug for LibrarySchema {
@@ -42,23 +42,20 @@ impl LibrarySchema {
                 .map(|a| (a.name.clone(), a.clone()))
                 .collect(),
             planned: Mutex::new(HashMap::new()),
-            state: RwLock::new(None),
+            state: OnceLock::new(),
         }
     }
 
     /// The session whose state plans the views.
     pub fn bind(&self, state: Weak<parking_lot::RwLock<SessionState>>) {
-        if let Ok(mut s) = self.state.write() {
-            *s = Some(state);
-        }
+        let _ = self.state.set(state);
     }
 
     async fn plan_view(&self, a: &Analysis) -> DfResult<Arc<dyn TableProvider>> {
         let state = self
             .state
-            .read()
-            .ok()
-            .and_then(|s| s.as_ref().and_then(Weak::upgrade))
+            .get()
+            .and_then(Weak::upgrade)
             .ok_or_else(|| DataFusionError::Internal("the session has ended".into()))?;
         // A snapshot of the session: planning must not hold its lock across awaits.
         let state = state.read().clone();

@@ -345,12 +345,11 @@ pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path)
         let reader = FileReader::try_new(file, None)?;
         for batch in reader {
             let batch = batch?;
-            let live_bytes = running_sums(&batch, held, &mut live);
-            let owner_live = owner_sums(&batch, held, &mut owners);
+            let (live_bytes, owner_live) = running_sums(&batch, held, &mut live, &mut owners);
             let n = batch.num_rows();
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
-            columns.extend((0..13).map(|c| batch.column(c).clone()));
+            columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
             columns.push(Arc::new(Int64Array::from(live_bytes)));
             columns.push(batch.column(OWNER).clone());
             columns.push(Arc::new(owner_live));
@@ -386,63 +385,53 @@ impl Sums {
     }
 }
 
-/// The live bytes of each row's series after the row.
-fn running_sums(batch: &RecordBatch, held: &HashSet<u64>, live: &mut Sums) -> Vec<i64> {
-    let pid = batch.column(0).as_primitive::<Int64Type>();
-    let device = batch.column(1).as_string::<i32>();
-    let pool = batch.column(2).as_string::<i32>();
-    let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-    let delta = batch.column(13).as_primitive::<Int64Type>();
-    let shadow_end = batch.column(SHADOW_END).as_boolean();
-    (0..batch.num_rows())
-        .map(|i| {
-            let d = if shadow_end.value(i) && held.contains(&row_idx.value(i)) {
-                0
-            } else {
-                delta.value(i)
-            };
-            let p = pid.is_valid(i).then(|| pid.value(i));
-            live.add(pool.value(i), p, device.value(i), pool.value(i), d)
-        })
-        .collect()
-}
-
-/// Staging column positions used by the second step.
-const SHADOW_END: usize = 14;
+/// Staging column positions used by the second step: the columns before DELTA are the
+/// curve's own (after `source`); then delta, shadow_end, and the four owner columns.
+const DELTA: usize = 13;
 const OWNER: usize = 15;
 
-/// The live bytes of each row's owner in its series after the row (NULL for a row that changes
-/// no owner's bytes).
-fn owner_sums(batch: &RecordBatch, held: &HashSet<u64>, owners: &mut Sums) -> Int64Array {
+/// The live bytes of each row's series after the row, and of the row's owner in that series
+/// (NULL for a row that changes no owner's bytes). A shadow FREE whose block is held at the end
+/// changes nothing.
+fn running_sums(
+    batch: &RecordBatch,
+    held: &HashSet<u64>,
+    live: &mut Sums,
+    owners: &mut Sums,
+) -> (Vec<i64>, Int64Array) {
     let pid = batch.column(0).as_primitive::<Int64Type>();
     let device = batch.column(1).as_string::<i32>();
     let pool = batch.column(2).as_string::<i32>();
     let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-    let shadow_end = batch.column(SHADOW_END).as_boolean();
+    let delta = batch.column(DELTA).as_primitive::<Int64Type>();
+    let shadow_end = batch.column(DELTA + 1).as_boolean();
     let owner = batch.column(OWNER).as_string::<i32>();
     let owner_delta = batch.column(OWNER + 1).as_primitive::<Int64Type>();
     let old_owner = batch.column(OWNER + 2).as_string::<i32>();
     let old_delta = batch.column(OWNER + 3).as_primitive::<Int64Type>();
-    let mut out = Int64Builder::with_capacity(batch.num_rows());
+    let mut series_live = Vec::with_capacity(batch.num_rows());
+    let mut owner_live = Int64Builder::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
         let (p, dv, pl) = (
             pid.is_valid(i).then(|| pid.value(i)),
             device.value(i),
             pool.value(i),
         );
+        let void = shadow_end.value(i) && held.contains(&row_idx.value(i));
+        let (d, od) = if void {
+            (0, 0)
+        } else {
+            (delta.value(i), owner_delta.value(i))
+        };
+        series_live.push(live.add(pl, p, dv, pl, d));
         if old_owner.is_valid(i) {
             owners.add(old_owner.value(i), p, dv, pl, old_delta.value(i));
         }
         if owner.is_null(i) {
-            out.append_null();
-            continue;
-        }
-        let d = if shadow_end.value(i) && held.contains(&row_idx.value(i)) {
-            0
+            owner_live.append_null();
         } else {
-            owner_delta.value(i)
-        };
-        out.append_value(owners.add(owner.value(i), p, dv, pl, d));
+            owner_live.append_value(owners.add(owner.value(i), p, dv, pl, od));
+        }
     }
-    out.finish()
+    (series_live, owner_live.finish())
 }

@@ -228,25 +228,23 @@ async fn derive(
     blocks_sink.close()?;
     out.sort_into(&blocks_staging, &ms::blocks(), source.index)
         .await?;
-    let curve = &derived.curve_staging;
-    if curve.needs_sort() {
-        let staged = staging_dir.join(format!("{curve_stem}.parquet"));
-        crate::curve::finish(
-            derived.curve_staging,
-            &source.name,
-            &derived.held_shadow_rows,
-            &staged,
-        )?;
-        out.sort_into(&staged, &ms::curve(), source.index).await?;
+    // Series-ordered staging goes straight to the table file; otherwise through a sort.
+    let sorted = !derived.curve_staging.needs_sort();
+    let target = if sorted {
+        out.table_file("curve", source.index)?
     } else {
-        let file = out.table_file("curve", source.index)?;
-        let rows = crate::curve::finish(
-            derived.curve_staging,
-            &source.name,
-            &derived.held_shadow_rows,
-            &file,
-        )?;
-        out.record("curve", &file, rows);
+        staging_dir.join(format!("{curve_stem}.parquet"))
+    };
+    let rows = crate::curve::finish(
+        derived.curve_staging,
+        &source.name,
+        &derived.held_shadow_rows,
+        &target,
+    )?;
+    if sorted {
+        out.record("curve", &target, rows);
+    } else {
+        out.sort_into(&target, &ms::curve(), source.index).await?;
     }
     out.write_tables(
         source.index,

@@ -277,18 +277,7 @@ impl SourceOutput {
                     }
                     if raw != 0 {
                         if let Some(last) = self.last_unit.filter(|l| *l != unit) {
-                            self.unit_switches += 1;
-                            if self.unit_switches == 1 {
-                                eprintln!(
-                                    "memq: warning: {}:{}: the timestamp unit changes from {} to {} \
-                                     (value {raw}); each row's unit is taken from its magnitude \
-                                     (values below 1e17 are µs), so `ts` is in ns throughout",
-                                    self.source,
-                                    row.line,
-                                    last.label(),
-                                    unit.label()
-                                );
-                            }
+                            self.unit_switch(row.line, last, unit, raw);
                         }
                         self.last_unit = Some(unit);
                     }

@@ -52,19 +52,29 @@ fn read_bytes_with_limit(
     limit: usize,
 ) -> Result<Vec<(TableDef, RecordBatch)>> {
     with_rows(path, data, |rows, arena| {
-        schema::tables()
-            .into_iter()
-            .map(|table| {
-                let mut parts = Vec::new();
-                batches::table_batches(snapshot, rows, arena, &table, limit, |b| {
-                    parts.push(b);
-                    Ok(())
-                })?;
-                let batch = concat_batches(&table.schema(), &parts)?;
-                Ok((table, batch))
-            })
-            .collect()
+        whole_tables(snapshot, rows, arena, limit)
     })
+}
+
+/// Every snapshot table as one batch: its batches (cut at `limit` text bytes) put together.
+fn whole_tables(
+    snapshot: &str,
+    rows: &Rows,
+    arena: &Arena,
+    limit: usize,
+) -> Result<Vec<(TableDef, RecordBatch)>> {
+    schema::tables()
+        .into_iter()
+        .map(|table| {
+            let mut parts = Vec::new();
+            batches::table_batches(snapshot, rows, arena, &table, limit, |b| {
+                parts.push(b);
+                Ok(())
+            })?;
+            let batch = concat_batches(&table.schema(), &parts)?;
+            Ok((table, batch))
+        })
+        .collect()
 }
 
 /// Decodes the pickle and walks it into rows, then runs `f` on them. The trace entries are
@@ -458,18 +468,7 @@ mod tests {
         let decoded = memq_pickle::decode(data)
             .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
         let rows = tables::rows(path, &decoded, data.len(), None)?;
-        schema::tables()
-            .into_iter()
-            .map(|table| {
-                let mut parts = Vec::new();
-                batches::table_batches("s", &rows, &decoded.arena, &table, usize::MAX, |b| {
-                    parts.push(b);
-                    Ok(())
-                })?;
-                let batch = concat_batches(&table.schema(), &parts)?;
-                Ok((table, batch))
-            })
-            .collect()
+        whole_tables("s", &rows, &decoded.arena, usize::MAX)
     }
 
     /// Streaming the trace gives the plain decoder's tables, value for value and in order, on
