@@ -20,3 +20,4 @@ mod run_export_todb;
 mod slt;
 mod snapshot_decoder;
 mod snapshot_library;
+mod steps_captures;

@@ -1,8 +1,12 @@
 -- breakdown_at: what was live at a moment, by owner, for one pool (default HAL) of each process and device.
 --
 -- A block is live at ts when it was allocated at or before ts and not ended by then:
--- alloc_ts <= ts AND (free_ts IS NULL OR free_ts > ts). A block allocated at ts is live, one
--- freed at ts is not. Blocks are keyed by (source, pid, device, pool, ptr), so a FREE of
+-- alloc_ts <= ts AND (end_ts IS NULL OR end_ts > ts). A block allocated at ts is live, one
+-- freed at ts is not. `blocks.end_ts` is the one end-state rule every view shares: a shadow
+-- FREE that only fills in a release never observed (at exit) does not end the block
+-- (blocks.held_at_end, docs/formats/memscope.md §5.5), so breakdown_at at the last timestamp
+-- shows what leak_candidates lists as held.
+-- Blocks are keyed by (source, pid, device, pool, ptr), so a FREE of
 -- another pool or process never ends a block (unlike the reference `--at-timestamp`, quirks 2
 -- and 3). Blocks freed without a recorded MALLOC (allocated before collection) are not counted:
 -- their start is unknown.
@@ -34,7 +38,7 @@ live_blocks AS (
            COALESCE(size, 0) AS size
     FROM blocks
     WHERE alloc_ts <= $ts
-      AND (free_ts IS NULL OR free_ts > $ts)
+      AND (end_ts IS NULL OR end_ts > $ts)
       AND ($pool IS NULL OR pool = $pool)
 ),
 by_owner AS (

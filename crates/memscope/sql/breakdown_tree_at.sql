@@ -32,7 +32,7 @@ live_blocks AS (
            owner_group(COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END)) AS top_level
     FROM blocks
     WHERE alloc_ts <= $ts
-      AND (free_ts IS NULL OR free_ts > $ts)
+      AND (end_ts IS NULL OR end_ts > $ts)
       AND ($pool IS NULL OR pool = $pool)
 ),
 -- Owners without levels become the single node '(unlabelled)' (or '(stock)').

@@ -22,9 +22,10 @@
 -- @column alloc_type          VARCHAR alloc (halMemAlloc, classic segment), create (halMemCreate, physical page of an expandable segment); NULL when not recorded
 -- @column page_type           VARCHAR normal, huge or giant; NULL when not recorded
 -- @column stock               BOOLEAN the MALLOC is a promoted shadow row: allocated before collection started (its alloc_type/page_type are not reliable)
--- @column free_ts             BIGINT  ns: end of the segment, ns: its FREE (or the MALLOC that reused the address); NULL = still held at the end of the data
+-- @column free_ts             BIGINT  ns: the row that ended the segment, ns: its FREE (or the MALLOC that reused the address); NULL = no such row
 -- @column free_kind           VARCHAR real, shadow (a shadow FREE: a stop-period free or a fill-in at exit/reuse), replaced, none
--- @column lifetime_ns         BIGINT  free_ts - ts, ns; NULL when never freed
+-- @column end_ts              BIGINT  ns: time the segment stops counting as live (blocks.end_ts), ns; NULL = still held at the end of the data (no FREE, or a shadow FREE that only fills in an exit: docs/formats/memscope.md §5.5)
+-- @column lifetime_ns         BIGINT  duration_ns: end_ts - ts; NULL when held at the end
 -- @column stack_top           VARCHAR innermost Python frame of the MALLOC; NULL without a Python stack
 -- @column expandable_segments BOOLEAN verdict for the process: it made a non-promoted alloc_type:create HAL MALLOC
 WITH
@@ -43,13 +44,13 @@ process_verdict AS (
 ),
 -- HAL blocks, to find where each segment ended
 hal_blocks AS (
-    SELECT source, alloc_row, free_ts, free_kind
+    SELECT source, alloc_row, free_ts, free_kind, end_ts
     FROM blocks
     WHERE pool = 'HAL' AND alloc_row IS NOT NULL
 )
 SELECT m.source, m.pid, m.device, m.ts, m.ts_raw, m.ptr, m.size, m.owner, m.alloc_type, m.page_type, m.stock,
-       b.free_ts, COALESCE(b.free_kind, 'none') AS free_kind,
-       b.free_ts - m.ts AS lifetime_ns,
+       b.free_ts, COALESCE(b.free_kind, 'none') AS free_kind, b.end_ts,
+       b.end_ts - m.ts AS lifetime_ns,
        NULLIF(stack_frame(m.stack_py, 1), 'NA') AS stack_top,
        COALESCE(v.expandable_segments, FALSE) AS expandable_segments
 FROM hal_mallocs m

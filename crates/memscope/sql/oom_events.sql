@@ -2,8 +2,11 @@
 --
 -- One row per OOM_DETAIL record (table `oom`). RECENT/TOP rows are device-less and the tool
 -- copies them into every device file of the process; each is listed once (copies are equal
--- in pid, ID, kind, time and Attr). Each RECENT/TOP row belongs to the trigger that precedes
--- it in the process's event order (ID), and takes the trigger's device.
+-- in capture, pid, ID, kind, time and Attr). Each RECENT/TOP row belongs to the trigger that
+-- precedes it in the process's event order (ID), and takes the trigger's device.
+-- A process is (capture(source), pid): the device files of one msMemScope output folder share
+-- it, files of other captures never do — containers reuse pids, so two ranks may both be pid 1
+-- (docs/formats/memscope.md §5.9).
 -- The snapshot of a trigger is the latest SNAPSHOT of the same process and device that
 -- precedes the trigger in event order (ID) — normally the automatic `OOM_Snapshot`, which the
 -- tool takes right before recording the trigger but timestamps after the failed call, so
@@ -50,8 +53,8 @@ records AS (
     SELECT *
     FROM (
         SELECT o.*,
-               ROW_NUMBER() OVER (PARTITION BY o.pid, o.id, o.kind, o.ts, o.attr ORDER BY o.source, o.row_idx) AS copy
-        FROM oom o
+               ROW_NUMBER() OVER (PARTITION BY o.capture, o.pid, o.id, o.kind, o.ts, o.attr ORDER BY o.source, o.row_idx) AS copy
+        FROM (SELECT *, capture(source) AS capture FROM oom) o
     ) c
     WHERE copy = 1
 ),
@@ -59,44 +62,44 @@ records AS (
 with_trigger AS (
     SELECT r.*,
            MAX(CASE WHEN r.kind = 'trigger' THEN r.id END)
-               OVER (PARTITION BY r.pid ORDER BY r.id, CASE WHEN r.kind = 'trigger' THEN 0 ELSE 1 END
+               OVER (PARTITION BY r.capture, r.pid ORDER BY r.id, CASE WHEN r.kind = 'trigger' THEN 0 ELSE 1 END
                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS trigger_id
     FROM records r
 ),
 triggers AS (
-    SELECT source, pid, device, id, ts FROM records WHERE kind = 'trigger'
+    SELECT source, capture, pid, device, id, ts FROM records WHERE kind = 'trigger'
 ),
 -- snapshots once per (pid, device, ID)
 snapshots AS (
     SELECT *
     FROM (
-        SELECT s.*, ROW_NUMBER() OVER (PARTITION BY s.pid, s.device, s.id ORDER BY s.source, s.row_idx) AS copy
-        FROM mem_snapshots s
+        SELECT s.*, ROW_NUMBER() OVER (PARTITION BY s.capture, s.pid, s.device, s.id ORDER BY s.source, s.row_idx) AS copy
+        FROM (SELECT *, capture(source) AS capture FROM mem_snapshots) s
     ) c
     WHERE copy = 1
 ),
 -- each trigger with the latest snapshot of its process and device before it (by ID)
 trigger_snapshot AS (
-    SELECT pid, device, id AS trigger_id, snap_id
+    SELECT capture, pid, device, id AS trigger_id, snap_id
     FROM (
-        SELECT pid, device, id, is_trigger,
+        SELECT capture, pid, device, id, is_trigger,
                MAX(CASE WHEN NOT is_trigger THEN id END)
-                   OVER (PARTITION BY pid, device ORDER BY id, CASE WHEN is_trigger THEN 1 ELSE 0 END
+                   OVER (PARTITION BY capture, pid, device ORDER BY id, CASE WHEN is_trigger THEN 1 ELSE 0 END
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS snap_id
         FROM (
-            SELECT pid, device, id, TRUE AS is_trigger FROM triggers
+            SELECT capture, pid, device, id, TRUE AS is_trigger FROM triggers
             UNION ALL
-            SELECT pid, device, id, FALSE AS is_trigger FROM snapshots
+            SELECT capture, pid, device, id, FALSE AS is_trigger FROM snapshots
         ) u
     ) w
     WHERE is_trigger
 ),
 -- owners of live blocks, to label RECENT/TOP records
 block_owners AS (
-    SELECT pid, pool, ptr, alloc_ts, MIN(owner) AS owner
+    SELECT capture(source) AS capture, pid, pool, ptr, alloc_ts, MIN(owner) AS owner
     FROM blocks
     WHERE alloc_ts IS NOT NULL
-    GROUP BY pid, pool, ptr, alloc_ts
+    GROUP BY capture(source), pid, pool, ptr, alloc_ts
 )
 SELECT COALESCE(t.source, r.source) AS source,
        r.pid,
@@ -104,7 +107,7 @@ SELECT COALESCE(t.source, r.source) AS source,
        r.trigger_id,
        t.ts AS oom_ts,
        r.kind,
-       ROW_NUMBER() OVER (PARTITION BY r.pid, r.trigger_id, r.kind ORDER BY r.id) AS rank,
+       ROW_NUMBER() OVER (PARTITION BY r.capture, r.pid, r.trigger_id, r.kind ORDER BY r.id) AS rank,
        r.id, r.ts,
        r.func, r.req_size, r.flag, r.ret,
        r.pool, r.ptr, r.size, r.alloc_ts,
@@ -117,8 +120,8 @@ SELECT COALESCE(t.source, r.source) AS source,
             THEN CAST(r.req_size AS DOUBLE) / CAST(s.free_mem AS DOUBLE) * 100.0 END AS req_pct_of_free,
        r.stack_py, r.stack_c
 FROM with_trigger r
-LEFT JOIN triggers t ON (t.pid IS NOT DISTINCT FROM r.pid) AND t.id = r.trigger_id
-LEFT JOIN trigger_snapshot ts ON (ts.pid IS NOT DISTINCT FROM t.pid) AND ts.device = t.device AND ts.trigger_id = t.id
-LEFT JOIN snapshots s ON (s.pid IS NOT DISTINCT FROM ts.pid) AND s.device = ts.device AND s.id = ts.snap_id
+LEFT JOIN triggers t ON t.capture = r.capture AND (t.pid IS NOT DISTINCT FROM r.pid) AND t.id = r.trigger_id
+LEFT JOIN trigger_snapshot ts ON ts.capture = t.capture AND (ts.pid IS NOT DISTINCT FROM t.pid) AND ts.device = t.device AND ts.trigger_id = t.id
+LEFT JOIN snapshots s ON s.capture = ts.capture AND (s.pid IS NOT DISTINCT FROM ts.pid) AND s.device = ts.device AND s.id = ts.snap_id
 LEFT JOIN block_owners b
-       ON b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
+       ON b.capture = r.capture AND b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts

@@ -5,6 +5,7 @@
 -- process and device before the trigger (view oom_events; normally the automatic
 -- OOM_Snapshot), not the last snapshot of the file. RECENT rows are used newest first as the
 -- tool writes them (the first 5 = the 5 most recent allocations).
+-- A process is (capture(source), pid), as in oom_events: ranks whose pids collide never mix.
 -- Rules, in attribution order (priority):
 -- 1 single_huge_request   req_size ≥ 80 % of R.
 -- 2 over_large_request    R > 1 GiB yet OOM, and every RECENT block ≤ R: the request itself is over-large.
@@ -44,7 +45,7 @@
 WITH
 -- the records of each trigger, with the call stack and owner category used by the rules
 records AS (
-    SELECT source, pid, device, trigger_id, oom_ts, kind, rank, req_size, free_mem, total_mem,
+    SELECT source, capture(source) AS capture, pid, device, trigger_id, oom_ts, kind, rank, req_size, free_mem, total_mem,
            snapshot_ts, snapshot_name, size, owner,
            CASE WHEN kind = 'recent' THEN alloc_ts END AS at_ts,
            kind = 'recent' AND rank <= 5 AS recent5,
@@ -66,18 +67,18 @@ records AS (
 stream AS (
     SELECT * FROM records
     UNION ALL
-    SELECT CAST(NULL AS VARCHAR) AS source, pid, device, CAST(NULL AS BIGINT) AS trigger_id,
+    SELECT CAST(NULL AS VARCHAR) AS source, capture(source) AS capture, pid, device, CAST(NULL AS BIGINT) AS trigger_id,
            CAST(NULL AS BIGINT) AS oom_ts, 'step' AS kind, CAST(NULL AS BIGINT) AS rank,
            CAST(NULL AS BIGINT) AS req_size, CAST(NULL AS BIGINT) AS free_mem, CAST(NULL AS BIGINT) AS total_mem,
            CAST(NULL AS BIGINT) AS snapshot_ts, CAST(NULL AS VARCHAR) AS snapshot_name,
            CAST(NULL AS BIGINT) AS size, CAST(NULL AS VARCHAR) AS owner,
            start_ts AS at_ts, FALSE AS recent5, CAST(NULL AS VARCHAR) AS stack, CAST(NULL AS VARCHAR) AS category,
-           ROW_NUMBER() OVER (PARTITION BY pid, device ORDER BY start_ts) AS step_k
+           ROW_NUMBER() OVER (PARTITION BY capture(source), pid, device ORDER BY start_ts) AS step_k
     FROM steps
 ),
 placed AS (
     SELECT *,
-           MAX(step_k) OVER (PARTITION BY pid, device
+           MAX(step_k) OVER (PARTITION BY capture, pid, device
                              ORDER BY at_ts, CASE WHEN kind = 'step' THEN 0 ELSE 1 END
                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_step
     FROM stream
@@ -86,16 +87,16 @@ placed AS (
 -- of its owner category among the TOP blocks
 counted AS (
     SELECT *,
-           COUNT(*) OVER (PARTITION BY pid, trigger_id, recent5, stack) AS stack_repeat,
-           SUM(size) OVER (PARTITION BY pid, trigger_id, kind, category) AS category_bytes,
-           SUM(size) OVER (PARTITION BY pid, trigger_id, kind, owner) AS owner_bytes,
-           ROW_NUMBER() OVER (PARTITION BY pid, trigger_id, kind, owner ORDER BY rank) AS owner_row
+           COUNT(*) OVER (PARTITION BY capture, pid, trigger_id, recent5, stack) AS stack_repeat,
+           SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, category) AS category_bytes,
+           SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, owner) AS owner_bytes,
+           ROW_NUMBER() OVER (PARTITION BY capture, pid, trigger_id, kind, owner ORDER BY rank) AS owner_row
     FROM placed
     WHERE kind <> 'step'
 ),
 -- everything the rules need, one row per trigger
 facts AS (
-    SELECT pid, trigger_id,
+    SELECT capture, pid, trigger_id,
            MAX(source) FILTER (WHERE kind = 'trigger') AS source,
            MAX(device) AS device,
            MAX(oom_ts) AS oom_ts,
@@ -119,22 +120,22 @@ facts AS (
            string_agg(concat(COALESCE(owner, '?'), ' ', fmt_bytes(owner_bytes)), ', ' ORDER BY owner_bytes DESC, owner)
                FILTER (WHERE kind = 'top' AND owner_row = 1) AS top_owners
     FROM counted
-    GROUP BY pid, trigger_id
+    GROUP BY capture, pid, trigger_id
 ),
 -- does `used` of a framework pool end every complete step higher than the step before?
 step_growth AS (
-    SELECT pid, device,
+    SELECT capture, pid, device,
            bool_or(comparisons >= 1 AND all_grow) AS grows_every_step,
            MAX(comparisons) AS comparisons
     FROM (
-        SELECT pid, device, pool,
+        SELECT capture(source) AS capture, pid, device, pool,
                COUNT(growth_vs_prev) AS comparisons,
                bool_and(growth_vs_prev IS NULL OR growth_vs_prev > 0) AS all_grow
         FROM step_peaks
         WHERE pool <> 'HAL' AND end_used IS NOT NULL
-        GROUP BY pid, device, pool
+        GROUP BY capture(source), pid, device, pool
     ) p
-    GROUP BY pid, device
+    GROUP BY capture, pid, device
 ),
 -- one row per trigger and rule
 described AS (
@@ -143,7 +144,7 @@ described AS (
                 ELSE concat('R = ', fmt_bytes(f.free_mem), ' free (', COALESCE(f.snapshot_name, 'snapshot'), ' at ',
                             CAST(f.snapshot_ts AS VARCHAR), ')') END AS r_text
     FROM facts f
-    LEFT JOIN step_growth g ON (g.pid IS NOT DISTINCT FROM f.pid) AND g.device = f.device
+    LEFT JOIN step_growth g ON g.capture = f.capture AND (g.pid IS NOT DISTINCT FROM f.pid) AND g.device = f.device
     CROSS JOIN (VALUES (1), (2), (3), (4), (5), (6)) AS r(priority)
 )
 SELECT source, pid, device, trigger_id, oom_ts, priority,

@@ -5,6 +5,9 @@
 -- The window is [t0, t1], both inclusive: a block allocated at t0 is an allocation of the
 -- window, one freed at t0 was live at the start; one freed at t1 is freed in the window and not
 -- live at the end. So end = start + allocated + promoted - freed - shadow_freed - replaced.
+-- A block ends at `blocks.end_ts`, the rule every view shares: a shadow FREE that only fills
+-- in a release never observed (at exit; blocks.held_at_end) ends nothing, so such blocks stay
+-- live at t1 (docs/formats/memscope.md §5.5).
 -- Blocks whose MALLOC was never seen (allocated before collection) are left out.
 -- Promoted shadow MALLOCs (stock memory allocated before collection, written at the time of a
 -- start()) are counted as `promoted`, not as allocations. used_peak is the highest counter
@@ -30,7 +33,7 @@
 -- @column promoted_bytes    BIGINT    bytes: of those
 -- @column free_count        BIGINT    count: blocks ended by a real FREE in the window
 -- @column free_bytes        BIGINT    bytes: freed by them (sizes of their MALLOCs)
--- @column shadow_free_count BIGINT    count: blocks ended by a shadow FREE in the window (stop-period free or fill-in at exit/reuse)
+-- @column shadow_free_count BIGINT    count: blocks ended by a shadow FREE in the window (a stop-period free or a fill-in at address reuse; an exit fill-in ends nothing)
 -- @column shadow_free_bytes BIGINT    bytes: of those
 -- @column replaced_count    BIGINT    count: blocks ended in the window because their address was allocated again without a FREE
 -- @column replaced_bytes    BIGINT    bytes: of those
@@ -49,10 +52,10 @@ WITH
 classified AS (
     SELECT source, pid, device, pool, COALESCE(size, 0) AS size, owner_group(owner) AS grp,
            free_kind, stock,
-           alloc_ts < $t0 AND (free_ts IS NULL OR free_ts >= $t0) AS live_start,
-           alloc_ts <= $t1 AND (free_ts IS NULL OR free_ts > $t1) AS live_end,
+           alloc_ts < $t0 AND (end_ts IS NULL OR end_ts >= $t0) AS live_start,
+           alloc_ts <= $t1 AND (end_ts IS NULL OR end_ts > $t1) AS live_end,
            alloc_ts >= $t0 AND alloc_ts <= $t1 AS allocated,
-           free_ts >= $t0 AND free_ts <= $t1 AS ended
+           end_ts >= $t0 AND end_ts <= $t1 AS ended
     FROM blocks
     WHERE alloc_ts IS NOT NULL
       AND ($pool IS NULL OR pool = $pool)

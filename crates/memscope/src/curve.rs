@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray, StringBuilder,
-    UInt64Builder,
+    UInt32Array, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::reader::FileReader;
@@ -30,6 +30,7 @@ use memq_core::dataset::{sorting_columns, writer_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
 use crate::schema;
+use crate::steps::StepIndex;
 
 /// The staging columns: the curve's own columns but `source` and `live_bytes`, plus the change
 /// of live bytes and whether it waits on a shadow block's fate.
@@ -326,7 +327,13 @@ impl CurveFiles {
 /// the row_idx of every shadow FREE whose block still counts as held at the end (its change is
 /// dropped). Returns the number of rows. When `staged.needs_sort()`, `out` is a staging file
 /// the caller sorts into place.
-pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path) -> Result<u64> {
+pub fn finish(
+    staged: CurveFiles,
+    source: &str,
+    held: &HashSet<u64>,
+    steps: &StepIndex,
+    out: &Path,
+) -> Result<u64> {
     let def = schema::curve();
     let mut sink = ParquetSink::create_with(
         out,
@@ -345,19 +352,40 @@ pub fn finish(staged: CurveFiles, source: &str, held: &HashSet<u64>, out: &Path)
         let reader = FileReader::try_new(file, None)?;
         for batch in reader {
             let batch = batch?;
-            let (live_bytes, owner_live) = running_sums(&batch, held, &mut live, &mut owners);
+            let (live_bytes, owner, owner_live) =
+                running_sums(&batch, held, &mut live, &mut owners);
             let n = batch.num_rows();
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
             columns.push(Arc::new(Int64Array::from(live_bytes)));
-            columns.push(batch.column(OWNER).clone());
+            columns.push(Arc::new(owner));
             columns.push(Arc::new(owner_live));
+            let (step_k, step) = place_in_steps(&batch, steps);
+            columns.push(Arc::new(step_k));
+            columns.push(Arc::new(step));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
         }
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
     sink.close()
+}
+
+/// Each row's place among the steps of its process and device (columns `step_k`, `step`).
+fn place_in_steps(batch: &RecordBatch, steps: &StepIndex) -> (UInt32Array, Int64Array) {
+    let pid = batch.column(0).as_primitive::<Int64Type>();
+    let device = batch.column(1).as_string::<i32>();
+    let ts = batch.column(3).as_primitive::<Int64Type>();
+    let mut step_k = UInt32Builder::with_capacity(batch.num_rows());
+    let mut step = Int64Builder::with_capacity(batch.num_rows());
+    for i in 0..batch.num_rows() {
+        let pid = pid.is_valid(i).then(|| pid.value(i));
+        let ts = ts.is_valid(i).then(|| ts.value(i));
+        let place = steps.place(pid, device.value(i), ts);
+        step_k.append_option(place.map(|p| p.0));
+        step.append_option(place.and_then(|p| p.1));
+    }
+    (step_k.finish(), step.finish())
 }
 
 /// Running sums by (name, pid, device, pool), looked up without allocating: by name first
@@ -391,14 +419,14 @@ const DELTA: usize = 13;
 const OWNER: usize = 15;
 
 /// The live bytes of each row's series after the row, and of the row's owner in that series
-/// (NULL for a row that changes no owner's bytes). A shadow FREE whose block is held at the end
-/// changes nothing.
+/// (NULL for a row that changes no owner's bytes), with the row's owner (NULL likewise). A shadow
+/// FREE whose block is held at the end changes nothing.
 fn running_sums(
     batch: &RecordBatch,
     held: &HashSet<u64>,
     live: &mut Sums,
     owners: &mut Sums,
-) -> (Vec<i64>, Int64Array) {
+) -> (Vec<i64>, StringArray, Int64Array) {
     let pid = batch.column(0).as_primitive::<Int64Type>();
     let device = batch.column(1).as_string::<i32>();
     let pool = batch.column(2).as_string::<i32>();
@@ -411,6 +439,7 @@ fn running_sums(
     let old_delta = batch.column(OWNER + 3).as_primitive::<Int64Type>();
     let mut series_live = Vec::with_capacity(batch.num_rows());
     let mut owner_live = Int64Builder::with_capacity(batch.num_rows());
+    let mut owner_out = StringBuilder::with_capacity(batch.num_rows(), 0);
     for i in 0..batch.num_rows() {
         let (p, dv, pl) = (
             pid.is_valid(i).then(|| pid.value(i)),
@@ -427,11 +456,13 @@ fn running_sums(
         if old_owner.is_valid(i) {
             owners.add(old_owner.value(i), p, dv, pl, old_delta.value(i));
         }
-        if owner.is_null(i) {
+        if owner.is_null(i) || void {
             owner_live.append_null();
+            owner_out.append_null();
         } else {
             owner_live.append_value(owners.add(owner.value(i), p, dv, pl, od));
+            owner_out.append_value(owner.value(i));
         }
     }
-    (series_live, owner_live.finish())
+    (series_live, owner_out.finish(), owner_live.finish())
 }

@@ -16,6 +16,7 @@ use crate::attr;
 use crate::curve::{CurveRow, CurveStaging};
 use crate::fates::{Fate, Fates, Marker};
 use crate::schema;
+use crate::steps::StepMarkers;
 use memq_core::error::Result;
 
 /// One block still live during the pass.
@@ -173,6 +174,7 @@ pub struct Deriver {
     curve: CurveStaging,
     oom: Vec<OomRow>,
     snaps: SnapshotsBuilder,
+    steps: StepMarkers,
 }
 
 impl Deriver {
@@ -192,6 +194,7 @@ impl Deriver {
             curve: CurveStaging::create(curve_staging.0, curve_staging.1)?,
             oom: Vec::new(),
             snaps: SnapshotsBuilder::default(),
+            steps: StepMarkers::default(),
         })
     }
 
@@ -208,13 +211,21 @@ impl Deriver {
                 "FREE" => self.free(&c, i)?,
                 "OOM_DETAIL" => self.oom_row(&c, i),
                 "SNAPSHOT" => self.snapshot_row(&c, i),
-                "SYSTEM" if c.ts.is_valid(i) => {
-                    let marker = match c.event_type.value(i) {
+                "SYSTEM" | "MSTX" if c.ts.is_valid(i) => {
+                    let (pid, ts) = (opt_i64(c.pid, i), c.ts.value(i));
+                    let (event, event_type) = (c.event.value(i), c.event_type.value(i));
+                    let marker = match event_type {
                         "START_TRACE" => Marker::Start,
                         "STOP_TRACE" => Marker::Stop,
-                        _ => continue,
+                        _ => {
+                            let (device, name) = (c.device.value(i), opt_str(c.name, i));
+                            let row = c.row_idx.value(i);
+                            self.steps
+                                .push(pid, device, event, event_type, name, ts, row);
+                            continue;
+                        }
                     };
-                    self.fates.marker(opt_i64(c.pid, i), c.ts.value(i), marker);
+                    self.fates.marker(pid, ts, marker);
                 }
                 _ => {}
             }
@@ -480,6 +491,7 @@ impl Deriver {
             blocks: self.blocks.finish(),
             oom: oom_batch(&self.source, self.oom),
             mem_snapshots: self.snaps.finish(),
+            steps: self.steps.finish(),
             curve_staging: self.curve.close()?,
             held_shadow_rows: self.held_shadow_rows,
         })
@@ -490,6 +502,8 @@ pub struct Derived {
     pub blocks: RecordBatch,
     pub oom: RecordBatch,
     pub mem_snapshots: RecordBatch,
+    /// The steps of every (pid, device) ([`crate::steps`]).
+    pub steps: Vec<((Option<i64>, String), Vec<crate::steps::Step>)>,
     /// The staging files of `curve` and the rows whose change it must drop ([`crate::curve::finish`]).
     pub curve_staging: crate::curve::CurveFiles,
     pub held_shadow_rows: HashSet<u64>,

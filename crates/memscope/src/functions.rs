@@ -78,6 +78,28 @@ fn owner_framework(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     map_str(&args[0], |o| owner::framework(o).map(str::to_string))
 }
 
+/// The capture a dump file belongs to (docs/formats/memscope.md §5.9): the msMemScope output
+/// folder above its `device_*/` (and `dump/`) folders, else the file itself.
+pub fn capture(source: &str) -> &str {
+    let mut parts: Vec<&str> = source.split(['/', '\\']).collect();
+    parts.pop();
+    if parts.last() == Some(&"dump") {
+        parts.pop();
+    }
+    match parts.last() {
+        Some(d) if d.starts_with("device_") => {
+            let n = parts.len() - 1;
+            let keep: usize = parts[..n].iter().map(|p| p.len() + 1).sum();
+            &source[..keep.saturating_sub(1)]
+        }
+        _ => source,
+    }
+}
+
+fn capture_of(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    map_str(&args[0], |s| Some(capture(s).to_string()))
+}
+
 fn list_of_text() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
@@ -126,6 +148,14 @@ pub fn functions() -> Vec<Function> {
             owner_level,
         ),
         scalar(
+            "capture",
+            "capture(source) -> VARCHAR",
+            "The capture (one msMemScope collection) a dump file belongs to: the output folder above its device_*/dump/ folders ('' for the ingested folder itself), else the file itself. The device files of one capture share process ids and OOM records; files of different captures never do.",
+            1,
+            DataType::Utf8,
+            capture_of,
+        ),
+        scalar(
             "owner_framework",
             "owner_framework(owner) -> VARCHAR",
             "The framework segment opening an owner (PTA, PTA_WORKSPACE, ATB, MINDSPORE, HAL, HOST, HOST_PINNED, CANN); NULL otherwise.",
@@ -134,4 +164,29 @@ pub fn functions() -> Vec<Function> {
             owner_framework,
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capture;
+
+    #[test]
+    fn capture_is_the_folder_above_the_device_folders() {
+        let run = "job/node1/msmemscope_1_20251205_ascend";
+        assert_eq!(
+            capture(&format!("{run}/device_0/dump/memscope_dump_1.csv")),
+            run
+        );
+        assert_eq!(
+            capture(&format!("{run}/device_cpu/dump/memscope_dump_1.csv")),
+            run
+        );
+        assert_eq!(capture(&format!("{run}/device_3/leaks_dump_1.db")), run);
+        assert_eq!(capture("device_0/dump/memscope_dump_1.csv"), "");
+        assert_eq!(capture("rank3.csv"), "rank3.csv");
+        assert_eq!(
+            capture("a/dump/memscope_dump_1.csv"),
+            "a/dump/memscope_dump_1.csv"
+        );
+    }
 }

@@ -180,7 +180,7 @@ async fn finish_dump(
     Ok(parsed.summary)
 }
 
-/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots.
+/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots, steps.
 async fn derive(
     out: &DatasetBuilder,
     source: &Source,
@@ -201,7 +201,7 @@ async fn derive(
     .await?;
     let df = ctx
         .sql(&format!(
-            "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT','SYSTEM') ORDER BY ts ASC NULLS LAST, row_idx"
+            "SELECT * FROM {name} WHERE event IN ('MALLOC','FREE','OOM_DETAIL','SNAPSHOT','SYSTEM','MSTX') ORDER BY ts ASC NULLS LAST, row_idx"
         ))
         .await?;
     let mut stream = df.execute_stream().await?;
@@ -239,6 +239,7 @@ async fn derive(
         derived.curve_staging,
         &source.name,
         &derived.held_shadow_rows,
+        &crate::steps::StepIndex::new(&derived.steps),
         &target,
     )?;
     if sorted {
@@ -251,6 +252,10 @@ async fn derive(
         &[
             (&ms::oom(), &derived.oom),
             (&ms::mem_snapshots(), &derived.mem_snapshots),
+            (
+                &ms::steps(),
+                &crate::steps::steps_batch(&source.name, &derived.steps),
+            ),
         ],
     )
 }

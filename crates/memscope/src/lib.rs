@@ -21,6 +21,7 @@ pub mod output;
 pub mod owner;
 pub mod records;
 pub mod schema;
+pub mod steps;
 pub mod to_db;
 
 use memq_core::catalog::TableDef;
@@ -49,7 +50,6 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "pool_expansions",
     "stats",
     "step_peaks",
-    "steps",
     "trend",
     "usage_series",
     "window_summary",

@@ -1,8 +1,10 @@
 //! The memscope tables: declared once, with a doc per column.
 
-use datafusion::arrow::datatypes::DataType::{Boolean, Float64, Int32, Int64, UInt64, Utf8};
+use datafusion::arrow::datatypes::DataType::{
+    Boolean, Float64, Int32, Int64, UInt32, UInt64, Utf8,
+};
 
-use memq_core::catalog::{col, req, TableDef};
+use memq_core::catalog::{col, req, TableDef, Unit};
 
 pub fn events() -> TableDef {
     TableDef {
@@ -98,6 +100,8 @@ pub fn curve() -> TableDef {
             req("live_bytes", Int64, "live bytes of the series after this row, from paired blocks (memq): the running sum of sizes allocated minus sizes ended; a block held at the end (blocks.held_at_end) ends nothing, a FREE without MALLOC changes nothing").bytes(),
             col("owner", Utf8, "owner of the block this row allocates or ends, as owner_peaks names it (the MALLOC's owner; (stock) or the pool when it has none); NULL when the row changes no block's bytes"),
             col("owner_live_bytes", Int64, "live bytes of that owner in the series after this row (same rules as live_bytes); NULL with owner").bytes(),
+            col("step_k", UInt32, "1-based position (in time order) of the latest step of the row's process and device (table steps) started at or before the row; 0 before the first step; NULL when that device has no steps"),
+            col("step", Int64, "number of the step the row falls in (steps.step: start_ts <= ts <= end_ts, or the step is open); NULL outside every step"),
         ],
     }
 }
@@ -200,6 +204,27 @@ pub fn step_compare() -> TableDef {
     }
 }
 
+pub fn steps() -> TableDef {
+    TableDef {
+        name: "steps",
+        doc: "The training/inference steps of each process and device, found at ingest (docs/formats/memscope.md §5.8): from SYSTEM STEP rows, else from MSTX ranges named as steps, else from MSTX marks whose whole name is a step marker.",
+        sort_order: &["source", "pid", "device", "start_ts", "start_row"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("step", Int64, "step number: SYSTEM STEP as written; MSTX: the number in the marker's name (`step 12`), else the 1-based order"),
+            req("origin", Utf8, "the marker kind the steps come from: SYSTEM_STEP, MSTX_RANGE or MSTX_MARK"),
+            req("name", Utf8, "Name of the marker row that starts the step"),
+            req("start_ts", Int64, "step start: time of the marker row, ns").time_ns(),
+            col("end_ts", Int64, "step end, ns: the step's Range_end (SYSTEM_STEP, MSTX_RANGE) or end mark (MSTX_MARK), else the next step's start; NULL = the step never ended in the data (e.g. OOM)").time_ns(),
+            col("duration_ns", Int64, "end_ts - start_ts; NULL for an open step").unit(Unit::DurationNs),
+            req("complete", Boolean, "the step has an end"),
+            req("start_row", UInt64, "row_idx of the marker row in its file"),
+        ],
+    }
+}
+
 pub fn config() -> TableDef {
     TableDef {
         name: "config",
@@ -221,6 +246,7 @@ pub fn tables() -> Vec<TableDef> {
         curve(),
         oom(),
         mem_snapshots(),
+        steps(),
         python_trace(),
         step_compare(),
         config(),
