@@ -3,6 +3,7 @@
 
 mod common;
 
+mod attribution;
 mod cli;
 mod crash;
 mod derived_oracle;

@@ -73,9 +73,27 @@ pub fn scalar(
     returns: DataType,
     body: Body,
 ) -> Function {
+    scalar_optional(name, usage, doc, args..=args, returns, body)
+}
+
+/// [`scalar`] whose last arguments are optional: from `args.start()` to `args.end()` arguments.
+pub fn scalar_optional(
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    args: std::ops::RangeInclusive<usize>,
+    returns: DataType,
+    body: Body,
+) -> Function {
+    let signature = if args.start() == args.end() {
+        Signature::any(*args.start(), Volatility::Immutable)
+    } else {
+        let arities = args.map(datafusion::logical_expr::TypeSignature::Any).collect();
+        Signature::one_of(arities, Volatility::Immutable)
+    };
     let udf = MemqUdf {
         name,
-        signature: Signature::any(args, Volatility::Immutable),
+        signature,
         returns,
         body,
     };

@@ -8,7 +8,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, UInt64Type};
 use datafusion::common::{exec_err, Result as DfResult};
 use memq_core::format::Function;
-use memq_core::function::{format_bytes, ints, scalar, strings};
+use memq_core::function::{format_bytes, ints, scalar, scalar_optional, strings};
 
 fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let n = ints(&args[0])?;
@@ -86,6 +86,22 @@ pub fn functions() -> Vec<Function> {
             2,
             DataType::Utf8,
             stack_frame,
+        ),
+        scalar_optional(
+            "user_frame",
+            "user_frame(stack [, library_regex]) -> VARCHAR",
+            "The innermost user frame of a call stack text (one frame per line, innermost first): the first Python frame whose file matches no library pattern (default: site-packages, dist-packages, lib/python*, torch/, torch_npu/, Ascend/ (CANN), torchinductor_, <frozen …>; docs/attribution.md). A second argument replaces the library regex. NULL when no frame qualifies.",
+            1..=2,
+            DataType::Utf8,
+            crate::attribution::user_frame_fn,
+        ),
+        scalar_optional(
+            "categorize",
+            "categorize(owner, frame [, rules]) -> VARCHAR",
+            "The category of an allocation (weights, gradients, optimizer_state, kv_cache, activations, workspace, communication, stock, framework_pool, runtime, other; unknown without owner and frame): the first default rule matching the owner, else the user frame (docs/attribution.md). A third argument replaces the rules: lines `owner: REGEX => CATEGORY` / `frame: REGEX => CATEGORY`, e.g. from a rules table: (SELECT string_agg(kind || ': ' || pattern || ' => ' || category, chr(10) ORDER BY priority) FROM my_rules).",
+            2..=3,
+            DataType::Utf8,
+            crate::attribution::categorize_fn,
         ),
     ]
 }

@@ -2,6 +2,7 @@
 //! the formats' functions and SQL library (views and table functions) registered. It knows the
 //! formats only through the [`Catalog`] it is given.
 
+pub mod attribution;
 pub mod functions;
 pub mod guard;
 pub mod lazy;

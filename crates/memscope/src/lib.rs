@@ -46,6 +46,8 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "oom_events",
     "oom_findings",
     "owner_peaks",
+    "peak_blocks",
+    "peak_split",
     "peaks",
     "pool_expansions",
     "stats",
