@@ -272,3 +272,48 @@ async fn breakdown_at_the_end_shows_what_is_held_at_the_end() {
     let held: i64 = series.iter().filter_map(|s| int(&s["held"])).sum();
     assert_eq!(int(&leaks[0]["bytes"]), Some(held));
 }
+
+#[tokio::test]
+async fn step_leaks_find_the_injected_leak_and_nothing_else_with_confidence() {
+    let engine = crate::common::shared_engine(&[fixture("memscope/g3_run")]).await;
+    let truth = truth();
+    let leaks = query(&engine, "SELECT * FROM step_leaks").await;
+    let high: Vec<&Row> = leaks.iter().filter(|r| r["confidence"] == "high").collect();
+    // truth: one leaked block per step and device, all of one owner and size
+    let blocks = truth["leak"]["blocks"].as_array().unwrap();
+    let size = int(&blocks[0]["size"]).unwrap();
+    let owner = blocks[0]["owner"].as_str().unwrap();
+    let devices: std::collections::BTreeSet<&str> = blocks
+        .iter()
+        .map(|b| b["device"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        high.len(),
+        devices.len(),
+        "one leaking origin per device: {high:?}"
+    );
+    for r in high {
+        assert_eq!(r["owner"], owner);
+        assert_eq!(r["pool"], "PTA");
+        assert_eq!(r["growth_per_step"].as_f64(), Some(size as f64), "{r:?}");
+        assert_eq!(r["r2"].as_f64(), Some(1.0));
+        assert_eq!(r["rising_steps"].as_f64(), Some(100.0));
+    }
+    // everything else allocated in steps and kept is flat
+    for r in leaks.iter().filter(|r| r["owner"] != owner) {
+        assert_ne!(r["confidence"], "high", "{r:?}");
+    }
+
+    // device or host: the framework pool grows by the leak every step, HAL reserves stay flat
+    let steps = query(
+        &engine,
+        "SELECT * FROM device_host_steps WHERE end_ts IS NOT NULL ORDER BY device, start_ts",
+    )
+    .await;
+    assert!(steps.len() >= 6);
+    for r in steps.iter().filter(|r| !r["framework_growth"].is_null()) {
+        assert_eq!(int(&r["framework_growth"]), Some(size), "{r:?}");
+        assert_eq!(int(&r["hal_growth"]), Some(0), "{r:?}");
+        assert_eq!(r["host_pool"], "HOST_PINNED");
+    }
+}
