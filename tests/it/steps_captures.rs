@@ -317,3 +317,91 @@ async fn step_leaks_find_the_injected_leak_and_nothing_else_with_confidence() {
         assert_eq!(r["host_pool"], "HOST_PINNED");
     }
 }
+
+#[tokio::test]
+async fn mem_state_at_a_step_end_or_a_mark_agrees_with_the_per_step_figures() {
+    let engine = crate::common::shared_engine(&[fixture("memscope/g3_run")]).await;
+    let ends = query(
+        &engine,
+        "SELECT device, step, pool, end_used, end_ts FROM step_peaks WHERE end_ts IS NOT NULL AND pool = 'PTA'",
+    )
+    .await;
+    assert!(ends.len() >= 6);
+    for e in &ends {
+        let step = int(&e["step"]).unwrap();
+        let rows = query(
+            &engine,
+            &format!(
+                "SELECT * FROM mem_state_at('step {step} end') WHERE device = '{}'",
+                e["device"].as_str().unwrap()
+            ),
+        )
+        .await;
+        let of = |kind: &str, pool: &str| -> Vec<&Row> {
+            rows.iter()
+                .filter(|r| r["kind"] == kind && r["pool"] == pool)
+                .collect()
+        };
+        let pool = of("pool", "PTA");
+        assert_eq!(pool.len(), 1, "{rows:?}");
+        let ctx = format!("device {} step {step}", e["device"]);
+        assert_eq!(int(&pool[0]["at_ts"]), int(&e["end_ts"]), "{ctx}");
+        assert_eq!(
+            int(&pool[0]["used"]),
+            int(&e["end_used"]),
+            "{ctx}: the counter at the step end"
+        );
+        for p in ["PTA", "HAL"] {
+            let live = int(&of("pool", p)[0]["bytes"]).unwrap();
+            let owners: i64 = of("owner", p)
+                .iter()
+                .map(|r| int(&r["bytes"]).unwrap())
+                .sum();
+            let blocks: i64 = of("block", p)
+                .iter()
+                .map(|r| int(&r["bytes"]).unwrap())
+                .sum();
+            assert_eq!((owners, blocks), (live, live), "{ctx} {p}");
+        }
+    }
+    let mark = query(
+        &engine,
+        "SELECT device, MIN(ts) AS ts FROM events WHERE event = 'MSTX' AND event_type = 'Mark' GROUP BY device",
+    )
+    .await;
+    let name: String = query(
+        &engine,
+        "SELECT MIN(name) AS n FROM events WHERE event = 'MSTX' AND event_type = 'Mark'",
+    )
+    .await[0]["n"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let at = query(
+        &engine,
+        &format!(
+            "SELECT device, MIN(at_ts) AS ts FROM mem_state_at('mark {name}') GROUP BY device"
+        ),
+    )
+    .await;
+    let key = |rows: &[Row]| -> Vec<(String, Option<i64>)> {
+        let mut v: Vec<_> = rows
+            .iter()
+            .map(|r| (r["device"].as_str().unwrap().to_string(), int(&r["ts"])))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&at), key(&mark));
+    let message = engine
+        .query("SELECT * FROM mem_state_at('stpe 2')")
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("`stpe 2` is not a time")),
+        "{message:?}"
+    );
+}

@@ -91,6 +91,30 @@ pub fn scalar_optional(
         let arities = args.map(datafusion::logical_expr::TypeSignature::Any).collect();
         Signature::one_of(arities, Volatility::Immutable)
     };
+    function(name, usage, doc, signature, returns, body)
+}
+
+/// [`scalar`] that the optimizer must neither fold, move nor drop (checks that raise errors).
+pub fn scalar_volatile(
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    args: usize,
+    returns: DataType,
+    body: Body,
+) -> Function {
+    let signature = Signature::any(args, Volatility::Volatile);
+    function(name, usage, doc, signature, returns, body)
+}
+
+fn function(
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    signature: Signature,
+    returns: DataType,
+    body: Body,
+) -> Function {
     let udf = MemqUdf {
         name,
         signature,

@@ -8,7 +8,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, UInt64Type};
 use datafusion::common::{exec_err, Result as DfResult};
 use memq_core::format::Function;
-use memq_core::function::{format_bytes, ints, scalar, scalar_optional, strings};
+use memq_core::function::{format_bytes, ints, scalar, scalar_optional, scalar_volatile, strings};
 
 fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let n = ints(&args[0])?;
@@ -60,6 +60,19 @@ fn stack_frame(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     Ok(Arc::new(out))
 }
 
+/// `raise_unless(condition, message)`: TRUE, or the query fails with `message` (the first
+/// message of a row where the condition is not true).
+fn raise_unless(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let cond = cast(&args[0], &DataType::Boolean)?;
+    let cond = cond.as_boolean();
+    let messages = strings(&args[1])?;
+    if let Some(i) = (0..cond.len()).find(|&i| cond.is_null(i) || !cond.value(i)) {
+        let message = if messages.is_valid(i) { messages.value(i) } else { "check failed" };
+        return exec_err!("{message}");
+    }
+    Ok(Arc::new(datafusion::arrow::array::BooleanArray::from(vec![true; cond.len()])))
+}
+
 /// The engine's own functions, in listing order.
 pub fn functions() -> Vec<Function> {
     vec![
@@ -86,6 +99,14 @@ pub fn functions() -> Vec<Function> {
             2,
             DataType::Utf8,
             stack_frame,
+        ),
+        scalar_volatile(
+            "raise_unless",
+            "raise_unless(condition, message) -> BOOLEAN",
+            "TRUE when the condition holds on every row; otherwise the query fails with the message. The SQL library checks its arguments with it.",
+            2,
+            DataType::Boolean,
+            raise_unless,
         ),
         scalar_optional(
             "user_frame",

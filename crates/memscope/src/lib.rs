@@ -44,6 +44,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "hal_segments",
     "leak_candidates",
     "leak_summary",
+    "mem_state_at",
     "oom_events",
     "oom_findings",
     "owner_peaks",
