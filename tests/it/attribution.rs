@@ -117,3 +117,102 @@ async fn user_frame_and_categorize_take_their_rules_from_a_query() {
     assert_eq!(r["dflt"], "other");
     assert_eq!(r["custom"], "metrics");
 }
+
+/// A dump written by hand with ACCESS rows (collected with `--events=...,access`) whose truth
+/// the test states: A is allocated long before its first use and idle at the peak, B is held
+/// after its last use across the peak, C idles between two uses after the peak.
+fn access_dump(dir: &std::path::Path) -> PathBuf {
+    const T: i64 = 1_764_900_000_000_000_000;
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+    let mut rows = Vec::new();
+    let mut id = 0;
+    let mut live = 0i64;
+    let mut row =
+        |event: &str, ty: &str, t: i64, ptr: u64, aid: u64, size: i64, used: Option<i64>| {
+            id += 1;
+            let attr = match used {
+                Some(u) => format!(
+                    "{{allocation_id:{aid},addr:0x{ptr:x},size:{size},total:1073741824,used:{u}}}"
+                ),
+                None => format!("{{allocation_id:{aid},addr:0x{ptr:x},size:{size},type:PTA}}"),
+            };
+            rows.push(format!(
+                "{id},{event},{ty},{},{},7,7,0,0x{ptr:x},\"{attr}\",,\n",
+                if event == "ACCESS" { "aten::mm" } else { "N/A" },
+                T + t
+            ));
+        };
+    let mb = 1 << 20;
+    let mut alloc = |row: &mut dyn FnMut(&str, &str, i64, u64, u64, i64, Option<i64>),
+                     t,
+                     ptr,
+                     aid,
+                     size: i64,
+                     free: bool| {
+        live += if free { -size } else { size };
+        row(
+            if free { "FREE" } else { "MALLOC" },
+            "PTA",
+            t,
+            ptr,
+            aid,
+            size,
+            Some(live),
+        );
+    };
+    alloc(&mut row, 100, 0x1000_0000, 1, 100 * mb, false); // A
+    alloc(&mut row, 200, 0x2000_0000, 2, 50 * mb, false); // B
+    row("ACCESS", "READ", 210, 0x2000_0000, 2, 50 * mb, None);
+    row("ACCESS", "WRITE", 250, 0x2000_0000, 2, 50 * mb, None); // B's last use
+    alloc(&mut row, 300, 0x3000_0000, 3, 10 * mb, false); // C: the peak, 160 MiB
+    row("ACCESS", "WRITE", 305, 0x3000_0000, 3, 10 * mb, None);
+    alloc(&mut row, 350, 0x2000_0000, 2, 50 * mb, true); // B freed
+    row("ACCESS", "READ", 500, 0x1000_0000, 1, 100 * mb, None); // A's first use
+    row("ACCESS", "READ", 600, 0x1000_0000, 1, 100 * mb, None);
+    alloc(&mut row, 700, 0x1000_0000, 1, 100 * mb, true); // A freed
+    row("ACCESS", "READ", 900, 0x3000_0000, 3, 10 * mb, None); // C used again
+    alloc(&mut row, 950, 0x3000_0000, 3, 10 * mb, true);
+    let path = dir.join("memscope_dump_access.csv");
+    std::fs::write(&path, format!("{header}{}", rows.concat())).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn wasted_memory_is_ranked_by_what_it_adds_to_the_peak() {
+    const T: i64 = 1_764_900_000_000_000_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let (_ds, engine) = crate::common::open(&[access_dump(tmp.path())]).await;
+    let rows = query(
+        &engine,
+        "SELECT ptr, size, kind, origin, wasted_from, wasted_to, peak_ts, peak_saving FROM wasted_memory \
+         ORDER BY peak_saving DESC, wasted_ns DESC",
+    )
+    .await;
+    let mb = 1i64 << 20;
+    let got: Vec<(i64, &str, i64, i64, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                int(&r["ptr"]),
+                r["kind"].as_str().unwrap(),
+                int(&r["wasted_from"]) - T,
+                int(&r["wasted_to"]) - T,
+                int(&r["peak_saving"]),
+            )
+        })
+        .collect();
+    assert!(rows
+        .iter()
+        .all(|r| r["origin"] == "access" && int(&r["peak_ts"]) == T + 300));
+    assert_eq!(
+        got,
+        vec![
+            // A: allocated at 100, first used at 500 — idle at the peak (300)
+            (0x1000_0000, "early_allocation", 100, 500, 100 * mb),
+            // B: last used at 250, freed at 350 — held across the peak
+            (0x2000_0000, "late_deallocation", 250, 350, 50 * mb),
+            // C: idle from 305 to 900, after the peak: most of its life, no saving at the peak
+            (0x3000_0000, "temporary_idleness", 305, 900, 0),
+        ]
+    );
+}

@@ -57,6 +57,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "step_peaks",
     "trend",
     "usage_series",
+    "wasted_memory",
     "window_summary",
 );
 
