@@ -405,3 +405,76 @@ async fn mem_state_at_a_step_end_or_a_mark_agrees_with_the_per_step_figures() {
         "{message:?}"
     );
 }
+
+#[tokio::test]
+async fn run_diff_names_the_one_owner_that_changed_between_two_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let job = tmp.path().join("job");
+    copy_tree(&g3_output_folder(), &job.join("run_a"), &|s| s.to_string());
+    // run B: the leaking owner allocates twice as much per step
+    copy_tree(&g3_output_folder(), &job.join("run_b"), &|csv| {
+        csv.split_inclusive('\n')
+            .map(|l| {
+                if l.contains("owner:PTA@loss_history") {
+                    l.replacen("size:3145728", "size:6291456", 1)
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect()
+    });
+    let (_ds, engine) = open(&[job]).await;
+    let captures = query(
+        &engine,
+        "SELECT DISTINCT capture(source) AS c FROM blocks ORDER BY c",
+    )
+    .await;
+    let name = |i: usize| captures[i]["c"].as_str().unwrap().to_string();
+    assert_eq!(captures.len(), 2);
+    let diff = query(
+        &engine,
+        &format!("SELECT * FROM run_diff('{}', '{}')", name(0), name(1)),
+    )
+    .await;
+    let truth = truth();
+    let leaked: i64 = truth["leak"]["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| int(&b["size"]).unwrap())
+        .sum();
+    let changed: Vec<&Row> = diff
+        .iter()
+        .filter(|r| r["dimension"] == "owner" && r["status"] != "same")
+        .collect();
+    assert!(
+        changed.iter().all(|r| r["key"] == "PTA@loss_history"),
+        "{changed:?}"
+    );
+    let whole = changed
+        .iter()
+        .find(|r| r["step"].is_null())
+        .expect("a whole-run row");
+    assert_eq!(
+        int(&whole["alloc_change"]),
+        Some(leaked),
+        "B allocates the leaked bytes once more"
+    );
+    assert_eq!(int(&whole["held_change"]), Some(leaked));
+    // per step: one more leaked block's worth on each device
+    let devices = 2;
+    for r in changed.iter().filter(|r| !r["step"].is_null()) {
+        assert_eq!(int(&r["alloc_change"]), Some(devices * 3_145_728), "{r:?}");
+    }
+    assert!(changed.iter().filter(|r| !r["step"].is_null()).count() >= 3);
+    let err = engine
+        .query("SELECT * FROM run_diff('nope', 'nope2')")
+        .await
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|m| m.contains("must name two different captures")),
+        "{err:?}"
+    );
+}

@@ -52,6 +52,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "peak_split",
     "peaks",
     "pool_expansions",
+    "run_diff",
     "stats",
     "step_leaks",
     "step_peaks",
