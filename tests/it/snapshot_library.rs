@@ -1193,6 +1193,8 @@ async fn compare_aligns_stacks_and_sizes_across_runs() {
         (0, 1, MIB)
     );
     assert!(null(w, "stack_id_a"));
+    // only in A / only in B / changed, by stack
+    assert_eq!((s(z, "status"), s(w, "status")), ("changed", "only_b"));
     let same = find("segment_size", "large 20971520");
     assert_eq!(
         (i(same, "a_count"), i(same, "b_count"), s(same, "trend")),
@@ -1203,6 +1205,7 @@ async fn compare_aligns_stacks_and_sizes_across_runs() {
         (i(new, "a_count"), i(new, "b_count"), s(new, "trend")),
         (0, 1, "+")
     );
+    assert_eq!((s(same, "status"), s(new, "status")), ("same", "only_b"));
     let reserved = find("total", "reserved");
     assert_eq!(
         (i(reserved, "a_bytes"), i(reserved, "b_bytes")),

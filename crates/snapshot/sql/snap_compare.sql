@@ -12,6 +12,8 @@
 --                 call path; '(no stack)' for blocks allocated before recording);
 --   user_frame    one per first user frame of live blocks.
 -- rank orders each kind by the size of the change (|diff_bytes|, then |diff_count|).
+-- status says whether a stack, user frame or segment size is only in a, only in b, changed or
+-- the same: `WHERE kind = 'stack' AND status = 'only_b'` lists what the later snapshot added.
 -- The reference's compare matches segments by address and reports the positional database as the
 -- "before"; see docs/reference-differences.md.
 --
@@ -25,13 +27,14 @@
 -- @column user_frame VARCHAR text: first user frame (stack and user_frame rows)
 -- @column stack_id_a BIGINT  the stack's id in snapshot a (stack rows); NULL when absent there
 -- @column stack_id_b BIGINT  the stack's id in snapshot b (stack rows); NULL when absent there
--- @column a_count    BIGINT  count in a: segments, blocks or events (see kind); NULL when the metric has no count
--- @column b_count    BIGINT  count in b
+-- @column a_count    BIGINT  count: count in a: segments, blocks or events (see kind); NULL when the metric has no count
+-- @column b_count    BIGINT  count: count in b
 -- @column diff_count BIGINT  count: b_count - a_count
 -- @column a_bytes    BIGINT  bytes: in a; NULL for count-only metrics
 -- @column b_bytes    BIGINT  bytes: in b
 -- @column diff_bytes BIGINT  bytes: b_bytes - a_bytes
 -- @column trend      VARCHAR +, - or = : direction of diff_bytes (of diff_count for count-only rows)
+-- @column status     VARCHAR only_a (a stack, user frame or segment size present in a only), only_b (in b only), changed or same
 WITH
 segs AS (
     SELECT snapshot, segment_type, total_size, allocated_size, requested_size
@@ -134,5 +137,9 @@ SELECT $a AS snapshot_a, $b AS snapshot_b, kind,
        a_count, b_count, diff_count, a_bytes, b_bytes, diff_bytes,
        CASE WHEN COALESCE(diff_bytes, diff_count) > 0 THEN '+'
             WHEN COALESCE(diff_bytes, diff_count) < 0 THEN '-'
-            ELSE '=' END AS trend
+            ELSE '=' END AS trend,
+       CASE WHEN kind <> 'total' AND COALESCE(a_count, 0) = 0 AND COALESCE(b_count, 0) > 0 THEN 'only_b'
+            WHEN kind <> 'total' AND COALESCE(b_count, 0) = 0 AND COALESCE(a_count, 0) > 0 THEN 'only_a'
+            WHEN COALESCE(diff_bytes, 0) = 0 AND COALESCE(diff_count, 0) = 0 THEN 'same'
+            ELSE 'changed' END AS status
 FROM changes
