@@ -34,6 +34,11 @@ pub struct StatementResult {
     stream: Option<SendableRecordBatchStream>,
     /// `q.sql: statement 2: ` for errors met while streaming.
     place: String,
+    /// The run's start (ns since the Unix epoch) when the result has a time column: the table
+    /// view shows moments relative to it.
+    pub origin_ns: Option<i64>,
+    /// The run's steps when the result has a ns time column: a moment names its step.
+    pub steps: Option<Arc<memq_engine::calls::Steps>>,
 }
 
 impl StatementResult {
@@ -145,7 +150,7 @@ impl Shown {
 }
 
 /// The next batch, or `None` when the result ends or `stop` fires.
-async fn next_or_stop(
+pub(crate) async fn next_or_stop(
     result: &mut StatementResult,
     stop: &Stop,
 ) -> Option<Option<Result<RecordBatch>>> {
@@ -188,11 +193,14 @@ impl PrintOptions {
         }
     }
 
-    fn table(&self) -> TableOptions {
+    fn table(&self, result: &StatementResult) -> TableOptions {
         TableOptions {
+            origin_ns: result.origin_ns,
+            steps: result.steps.clone(),
+            vertical: false,
             max_rows: self.max_rows,
             width: self.width,
-            bytes: if self.format == Format::Table {
+            bytes: if self.format.is_for_reading() {
                 self.bytes
             } else {
                 BytesDisplay::Raw
@@ -207,7 +215,11 @@ impl PrintOptions {
         out: W,
         stop: &Stop,
     ) -> Result<Shown> {
-        let mut w = ResultWriter::new(out, &result.schema, self.format, self.table())?;
+        // Agent mode (crate::agent): Markdown with `name:TYPE` headers instead of the table.
+        if self.format == Format::Table && crate::agent::active() {
+            return crate::agent::print(result, out, stop, self.max_rows).await;
+        }
+        let mut w = ResultWriter::new(out, &result.schema, self.format, self.table(result))?;
         loop {
             match next_or_stop(result, stop).await {
                 None => {
@@ -268,7 +280,8 @@ fn place(origin: &str, index: usize, many: bool) -> String {
 /// before the next statement is planned (`SELECT * FROM v; DROP VIEW v`).
 pub struct Statements<'a> {
     ctx: &'a SessionContext,
-    sql: &'a str,
+    /// The text, with `SUMMARIZE x` written as `SELECT * FROM summarize('x')`.
+    sql: std::borrow::Cow<'a, str>,
     params: &'a Params,
     origin: &'a str,
     items: std::vec::IntoIter<DfStatement>,
@@ -303,13 +316,17 @@ pub fn statements<'a>(
     params: &'a Params,
     origin: &'a str,
 ) -> Result<Statements<'a>> {
-    check_expression_size(sql)
+    let sql = match memq_engine::summarize::rewrite(sql) {
+        Some(s) => std::borrow::Cow::Owned(s),
+        None => std::borrow::Cow::Borrowed(sql),
+    };
+    check_expression_size(&sql)
         .map_err(|e| MemqError::Query(format!("{}{e}", place(origin, 0, false))))?;
-    let parsed = params::parse_statements_df(ctx, sql).map_err(|e| {
+    let parsed = params::parse_statements_df(ctx, &sql).map_err(|e| {
         MemqError::Query(format!(
             "{}{}",
             place(origin, 0, false),
-            errors::describe(&e, sql, ctx)
+            errors::describe(&e, &sql, ctx)
         ))
     })?;
     if parsed.is_empty() {
@@ -354,7 +371,7 @@ impl Statements<'_> {
 
     async fn start(&self, stmt: DfStatement, at: String) -> Result<StatementResult> {
         let fail = |e: DataFusionError| {
-            MemqError::Query(format!("{at}{}", errors::describe(&e, self.sql, self.ctx)))
+            MemqError::Query(format!("{at}{}", errors::describe(&e, &self.sql, self.ctx)))
         };
         let df = params::plan_statement_df(self.ctx, stmt, self.params)
             .await
@@ -368,6 +385,19 @@ impl Statements<'_> {
             .await
             .map_err(|e| MemqError::Query(format!("{at}{}", exhausted(e))))?;
         let schema = memq_engine::units::annotate(&plan.schema(), &units);
+        let origin_ns = if units
+            .iter()
+            .any(|u| matches!(u, Unit::TimeNs | Unit::TimeUs))
+        {
+            memq_engine::calls::run_start(self.ctx).await
+        } else {
+            None
+        };
+        let steps = if units.contains(&Unit::TimeNs) {
+            memq_engine::calls::steps(self.ctx).await
+        } else {
+            None
+        };
         let stream = datafusion::physical_plan::execute_stream(plan, self.ctx.task_ctx())
             .map_err(|e| MemqError::Query(format!("{at}{}", exhausted(e))))?;
         Ok(StatementResult {
@@ -375,6 +405,8 @@ impl Statements<'_> {
             units,
             stream: Some(stream),
             place: at,
+            origin_ns,
+            steps,
         })
     }
 }

@@ -1,6 +1,10 @@
-//! `memq export INPUT [--views all|a,b] -o DIR [--format parquet|csv|json]`: writes every canned
-//! analysis that needs no parameter (or the named ones) to its own file in DIR, plus an
-//! `index.json` listing file, view and row count.
+//! `memq export INPUT [--views all|a,b] -o DIR [--format parquet|csv|json] [--force]`: writes
+//! every canned analysis that needs no parameter and has data in the dataset (or the named ones)
+//! to its own file in DIR, plus an `index.json` listing file, view and row count.
+//!
+//! The export is built in a staging folder beside DIR and then put in DIR's place, so DIR holds
+//! exactly what its `index.json` lists: a non-empty DIR is refused unless `--force`, and then
+//! only a previous export (every file listed in its `index.json`) is replaced.
 
 use std::path::{Path, PathBuf};
 
@@ -81,6 +85,9 @@ pub struct Index {
     pub dataset: String,
     pub format: String,
     pub views: Vec<IndexEntry>,
+    /// Analyses left out because they have no data in this dataset (see [`crate::guide`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 pub const INDEX_FILE: &str = "index.json";
@@ -118,17 +125,84 @@ pub fn select(selection: &Selection, all: &[Analysis]) -> Result<Vec<Analysis>> 
     }
 }
 
-/// Exports the selected analyses into `dir` (created if missing) and writes `index.json`.
-pub async fn export(
+/// Checks that `dir` may receive an export: missing, empty, or (with `force`) a previous export
+/// holding only the files its `index.json` lists.
+fn check_target(dir: &Path, force: bool) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        return Err(MemqError::Usage(format!(
+            "-o {}: not a folder",
+            dir.display()
+        )));
+    }
+    let entries: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| MemqError::io(dir, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(MemqError::Usage(format!(
+            "-o {}: the folder is not empty; --force replaces a previous export there",
+            dir.display()
+        )));
+    }
+    let index_path = dir.join(INDEX_FILE);
+    let index: Index = std::fs::read_to_string(&index_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| {
+            MemqError::Usage(format!(
+                "-o {}: not a memq export (no readable {INDEX_FILE}); --force replaces only a previous export",
+                dir.display()
+            ))
+        })?;
+    let mut foreign: Vec<&String> = entries
+        .iter()
+        .filter(|e| *e != INDEX_FILE && !index.views.iter().any(|v| &v.file == *e))
+        .collect();
+    foreign.sort();
+    if !foreign.is_empty() {
+        let names: Vec<&str> = foreign.iter().take(5).map(|s| s.as_str()).collect();
+        return Err(MemqError::Usage(format!(
+            "-o {}: the folder holds {} file(s) that are not memq's export ({}{}); move them away or choose another folder",
+            dir.display(),
+            foreign.len(),
+            names.join(", "),
+            if foreign.len() > 5 { ", …" } else { "" }
+        )));
+    }
+    Ok(())
+}
+
+/// `<parent>/.<name>.<what>-<pid>`: a folder beside `dir` (same file system, so a rename moves it).
+fn beside(dir: &Path, what: &str) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "export".into());
+    parent_of(dir).join(format!(".{name}.{what}-{}", std::process::id()))
+}
+
+fn parent_of(dir: &Path) -> &Path {
+    dir.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Writes the analyses and `index.json` into `staging`.
+async fn write_all(
     engine: &Engine,
-    selection: &Selection,
-    dir: &Path,
+    analyses: &[Analysis],
+    staging: &Path,
     format: FileFormat,
-) -> Result<Index> {
-    let analyses = select(selection, &engine.analyses())?;
-    std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
+) -> Result<Vec<IndexEntry>> {
     let mut views = Vec::new();
-    for a in &analyses {
+    for a in analyses {
         let df = engine
             .dataframe(&format!("SELECT * FROM \"{}\"", a.name))
             .await
@@ -139,8 +213,7 @@ pub async fn export(
             .await
             .map_err(|e| MemqError::Query(format!("{}: {e}", a.name)))?;
         let file = format!("{}.{}", a.name, format.ext());
-        let path: PathBuf = dir.join(&file);
-        let rows = output::write_file(&path, &schema, &batches)?;
+        let rows = output::write_file(&staging.join(&file), &schema, &batches)?;
         views.push(IndexEntry {
             view: a.name.clone(),
             file,
@@ -148,15 +221,79 @@ pub async fn export(
             summary: a.summary.clone(),
         });
     }
+    Ok(views)
+}
+
+/// Puts the finished `staging` folder in the place of `dir` (a previous export or an empty
+/// folder when it exists).
+fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
+    if dir.exists() {
+        let old = beside(dir, "export-old");
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(dir, &old).map_err(|e| MemqError::io(dir, e))?;
+        if let Err(e) = std::fs::rename(staging, dir) {
+            // Put the previous export back.
+            let _ = std::fs::rename(&old, dir);
+            return Err(MemqError::io(dir, e));
+        }
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
+    } else {
+        std::fs::rename(staging, dir).map_err(|e| MemqError::io(dir, e))
+    }
+}
+
+/// Exports the selected analyses into `dir` with its `index.json`. With [`Selection::All`] the
+/// analyses without data in this dataset are left out (listed in [`Index::skipped`]); named ones
+/// are always written. `dir` must be missing or empty, or with `force` a previous export, which
+/// is replaced whole once the new one is complete.
+pub async fn export(
+    engine: &Engine,
+    selection: &Selection,
+    dir: &Path,
+    format: FileFormat,
+    force: bool,
+) -> Result<Index> {
+    let mut analyses = select(selection, &engine.analyses())?;
+    let mut skipped = Vec::new();
+    if *selection == Selection::All {
+        let empty = crate::guide::without_data(&engine.manifest, &engine.analyses());
+        analyses.retain(|a| {
+            let keep = !empty.contains(&a.name);
+            if !keep {
+                skipped.push(a.name.clone());
+            }
+            keep
+        });
+    }
+    check_target(dir, force)?;
+    let parent = parent_of(dir);
+    std::fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
+    let staging = Staging(beside(dir, "export-tmp"));
+    let _ = std::fs::remove_dir_all(&staging.0);
+    std::fs::create_dir(&staging.0).map_err(|e| MemqError::io(&staging.0, e))?;
+    let views = write_all(engine, &analyses, &staging.0, format).await?;
     let index = Index {
         dataset: engine.dataset.display().to_string(),
         format: format.ext().to_string(),
         views,
+        skipped,
     };
-    let path = dir.join(INDEX_FILE);
+    let path = staging.0.join(INDEX_FILE);
     let text = serde_json::to_string_pretty(&index).map_err(|e| MemqError::Query(e.to_string()))?;
     std::fs::write(&path, text + "\n").map_err(|e| MemqError::io(&path, e))?;
+    replace_dir(&staging.0, dir)?;
     Ok(index)
+}
+
+/// The staging folder of an export, removed when the export fails or is dropped (Ctrl-C);
+/// once moved into place there is nothing left to remove.
+struct Staging(PathBuf);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@
 //! [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
 //! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
+pub mod agent;
 pub mod errors;
 pub mod exec;
 pub mod export;
+pub mod guide;
 pub mod open;
 pub mod output;
 pub mod params;

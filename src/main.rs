@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use memq::error::{MemqError, Result};
 use memq::exec::{self, PrintOptions};
 use memq::export::{self, FileFormat, Selection};
-use memq::open::{open_inputs, open_inputs_with, IngestTarget};
+use memq::open::open_inputs;
 use memq::output::Format;
 use memq::params::{self, Params};
 use memq::repl::{self, ReplOptions};
@@ -30,9 +30,13 @@ struct Cli {
     command: Option<Command>,
     /// A dataset folder, or dumps / folders / pickles: opens the interactive shell (REPL).
     inputs: Vec<PathBuf>,
-    /// Ingest raw inputs into a temporary dataset instead of the cache.
-    #[arg(long)]
+    /// Ingest raw inputs into a temporary dataset instead of the cache (every command).
+    #[arg(long, global = true)]
     no_cache: bool,
+    /// Agent mode: Markdown tables with `name:TYPE` headers and errors as one JSON line on
+    /// stderr (also when stdout is not a terminal and $AI_AGENT is set).
+    #[arg(long, global = true)]
+    agent: bool,
     /// Memory for queries and ingest sorts (e.g. 512M, 2G; default 8G or $MEMQ_MEMORY_LIMIT_MB):
     /// operators spill to disk past it, and a query whose result needs more fails with a message.
     #[arg(long, global = true, value_name = "SIZE")]
@@ -48,6 +52,10 @@ struct Cli {
     /// Run the statements of FILE on the inputs and exit.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     file: Option<PathBuf>,
+    /// A parameter value, `name=value`, bound to `$name` in `-c`/`-f` statements and in the
+    /// shell (as `\set name value`).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
     /// Rows the table view shows at most: the first and last ones, then "N rows, M shown"
     /// (default 40; 0 shows all).
     #[arg(long, global = true, value_name = "N")]
@@ -102,9 +110,14 @@ enum Command {
         /// Write the (last) result to a file instead; the writer is chosen by extension.
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Show byte columns as integers in table format.
-        #[arg(long)]
+        /// Show values as stored in table format: times as ns/µs integers, bytes as integers,
+        /// floats in full (`--raw-bytes` is the old name).
+        #[arg(long = "raw", visible_alias = "raw-bytes")]
         raw_bytes: bool,
+        /// Draw the result as a terminal chart: its first numeric column over its first column
+        /// (the same as `--format chart`).
+        #[arg(long)]
+        chart: bool,
     },
     /// List the canned analyses with their docs.
     Views {
@@ -134,8 +147,9 @@ enum Command {
         /// csv, tsv, json, ndjson, markdown.
         #[arg(long)]
         format: Option<String>,
-        /// Show byte columns as integers in table format.
-        #[arg(long)]
+        /// Show values as stored in table format: times as integers, bytes as integers, floats in
+        /// full (`--raw-bytes` is the old name).
+        #[arg(long = "raw", visible_alias = "raw-bytes")]
         raw_bytes: bool,
     },
     /// Export the canned analyses that need no parameter (or the named ones) to a folder, with an index.json.
@@ -151,6 +165,9 @@ enum Command {
         /// File type of each result.
         #[arg(long, value_enum, default_value_t = FileFormat::Parquet)]
         format: FileFormat,
+        /// Replace a previous export in DIR (only memq's own files; anything else is refused).
+        #[arg(long)]
+        force: bool,
     },
     /// The diagnosis: findings (problem, evidence, advice) with charts, as HTML, Markdown or JSON (docs/report.md).
     Report {
@@ -280,11 +297,40 @@ fn format_name(f: Format) -> &'static str {
         Format::Json => "json",
         Format::Ndjson => "ndjson",
         Format::Markdown => "markdown",
+        Format::Line => "line",
+        Format::Chart => "chart",
     }
 }
 
 /// Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
 const INTERRUPTED: u8 = 130;
+
+/// Runs `work`, which says whether it was stopped, until it ends or Ctrl-C comes: then `stop`
+/// fires, the work has a second to end its table or remove its unfinished file, and memq exits
+/// with status 130.
+async fn interruptible(
+    work: impl std::future::Future<Output = Result<bool>>,
+    stop: &exec::Stop,
+) -> Result<()> {
+    let stopped = {
+        tokio::pin!(work);
+        tokio::select! {
+            r = &mut work => r?,
+            _ = tokio::signal::ctrl_c() => {
+                stop.stop();
+                // Printing ends its table at the next batch; a computation still running is
+                // dropped with the work (an unfinished file with it).
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut work).await;
+                true
+            }
+        }
+    };
+    if stopped {
+        eprintln!("memq: interrupted");
+        std::process::exit(INTERRUPTED.into());
+    }
+    Ok(())
+}
 
 /// Runs the statements of `sql`, each result printed as it streams (the last one written to
 /// `output` instead when given). Ctrl-C stops at once: the table is ended, an unfinished file
@@ -316,21 +362,12 @@ async fn run_sql(
         }
         Ok::<bool, MemqError>(false)
     };
-    tokio::pin!(work);
-    let stopped = tokio::select! {
-        r = &mut work => r?,
-        _ = tokio::signal::ctrl_c() => {
-            stop.stop();
-            // Printing ends its table at the next batch; a computation still running is dropped.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut work).await;
-            true
-        }
-    };
-    if stopped {
-        eprintln!("memq: interrupted");
-        std::process::exit(INTERRUPTED.into());
-    }
-    Ok(())
+    interruptible(work, &stop).await
+}
+
+/// `1 row`, `5 rows`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -340,29 +377,18 @@ async fn run(cli: Cli) -> Result<()> {
                 "give a dataset folder or dumps to open the shell, or a command; `memq --help` lists them".into(),
             ));
         }
-        let target = if cli.no_cache {
-            IngestTarget::Temporary
-        } else {
-            IngestTarget::Cache(memq_ingest::cache::cache_dir())
-        };
-        let opened = open_inputs_with(&cli.inputs, true, &target).await?;
+        let bound = bind_params(&cli.params)?;
+        let opened = open_inputs(&cli.inputs, true).await?;
         if cli.command_sql.is_some() || cli.file.is_some() {
             let (text, origin) = sql_text(cli.command_sql, cli.file.as_deref())?;
             let mut print = PrintOptions::new(Format::Table, false);
             print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
             print.width = exec::terminal_width();
-            return run_sql(
-                &opened.engine.ctx,
-                &text,
-                &Params::new(),
-                &origin,
-                print,
-                None,
-            )
-            .await;
+            return run_sql(&opened.engine.ctx, &text, &bound, &origin, print, None).await;
         }
         let mut opts = ReplOptions::standard();
         opts.max_rows = cli.maxrows;
+        opts.params = bound;
         opts.bail = match (cli.bail, cli.no_bail) {
             (true, _) => Some(true),
             (_, true) => Some(false),
@@ -395,7 +421,9 @@ async fn run(cli: Cli) -> Result<()> {
             format,
             output,
             raw_bytes,
+            chart,
         } => {
+            let format = if chart { Format::Chart } else { format };
             let bound = bind_params(&raw)?;
             let (text, origin) = sql_text(sql, file.as_deref())?;
             let opened = open_inputs(&inputs, true).await?;
@@ -475,28 +503,58 @@ async fn run(cli: Cli) -> Result<()> {
                 print.width = exec::terminal_width();
             }
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
-            run_files::run_files(&opened.engine.ctx, &files, &bound, &out).await?;
-            Ok(())
+            let stop = exec::Stop::new();
+            let work = async {
+                run_files::run_files(&opened.engine.ctx, &files, &bound, &out, &stop).await?;
+                Ok(stop.is_stopped())
+            };
+            interruptible(work, &stop).await
         }
         Command::Export {
             input,
             views,
             output,
             format,
+            force,
         } => {
             let selection = Selection::parse(&views);
             export::select(&selection, &memq::analyses())?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
-            let index = export::export(&opened.engine, &selection, &output, format).await?;
+            let stop = exec::Stop::new();
+            let mut index = None;
+            // Ctrl-C drops the export: its staging folder goes with it, DIR is left as it was.
+            interruptible(
+                async {
+                    index = Some(
+                        export::export(&opened.engine, &selection, &output, format, force).await?,
+                    );
+                    Ok(false)
+                },
+                &stop,
+            )
+            .await?;
+            let Some(index) = index else { return Ok(()) };
             for v in &index.views {
-                eprintln!("{:<32} {:>10} rows  {}", v.view, v.rows, v.file);
+                eprintln!(
+                    "{:<32} {:>15}  {}",
+                    v.view,
+                    count(v.rows, "row", "rows"),
+                    v.file
+                );
             }
             eprintln!(
-                "{} analyses written to {} (index in {})",
-                index.views.len(),
+                "{} written to {} (index in {})",
+                count(index.views.len() as u64, "analysis", "analyses"),
                 output.display(),
                 export::INDEX_FILE
             );
+            if !index.skipped.is_empty() {
+                eprintln!(
+                    "skipped {} with no data in this dataset (name them with --views to export them anyway): {}",
+                    count(index.skipped.len() as u64, "analysis", "analyses"),
+                    index.skipped.join(", ")
+                );
+            }
             Ok(())
         }
         Command::Report {
@@ -531,10 +589,10 @@ async fn run(cli: Cli) -> Result<()> {
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             let r = memq_memscope::to_db::to_db(&opened.engine.ctx, &output).await?;
             eprintln!(
-                "{} rows in memscope_dump, {} python trace rows in {} table(s) written to {}",
-                r.dump_rows,
-                r.trace_rows,
-                r.trace_tables,
+                "{} in memscope_dump, {} in {} written to {}",
+                count(r.dump_rows, "row", "rows"),
+                count(r.trace_rows, "python trace row", "python trace rows"),
+                count(r.trace_tables as u64, "table", "tables"),
                 output.display()
             );
             Ok(())
@@ -551,7 +609,29 @@ const WORKER_STACK_BYTES: usize = 64 << 20;
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Usage errors as one JSON line in agent mode; help and --version as clap prints them.
+            if e.use_stderr() && memq::agent::wanted(std::env::args().any(|a| a == "--agent")) {
+                let text = e.render().to_string();
+                let first = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                memq::agent::init(true);
+                memq::agent::report_error("", &MemqError::Usage(first.to_string()));
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
+    memq::agent::init(memq::agent::wanted(cli.agent));
+    if cli.no_cache {
+        // Read by memq::open for every command; set before any thread starts.
+        std::env::set_var(memq::open::NO_CACHE_ENV, "1");
+    }
     if let Some(limit) = &cli.memory_limit {
         match memq::exec::parse_memory_limit(limit) {
             // Read by the engine and the ingest sorts; set before any thread starts.
@@ -559,7 +639,7 @@ fn main() -> ExitCode {
                 std::env::set_var("MEMQ_MEMORY_LIMIT_MB", (bytes >> 20).max(1).to_string())
             }
             Err(e) => {
-                eprintln!("memq: {e}");
+                memq::agent::report_error("memq: ", &e);
                 return ExitCode::from(2);
             }
         }
@@ -590,7 +670,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("memq: {e}");
+            memq::agent::report_error("memq: ", &e);
             ExitCode::from(e.exit_code() as u8)
         }
     }

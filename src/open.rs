@@ -7,7 +7,7 @@ use memq_core::dataset;
 use memq_core::error::Result;
 use memq_engine::Engine;
 use memq_ingest::cache::{self, CacheState};
-use memq_ingest::{ingest, IngestOptions, IngestReport};
+use memq_ingest::{ingest, IngestOptions};
 
 /// An opened input; keeps a temporary dataset alive as long as it is in use.
 pub struct Opened {
@@ -24,18 +24,28 @@ pub enum IngestTarget {
     Cache(PathBuf),
 }
 
-fn warn_rejects(report: &IngestReport) {
-    if report.total_rejects() > 0 {
-        eprintln!(
-            "memq: {} record(s) could not be parsed; see the `rejects` table",
-            report.total_rejects()
-        );
+fn warn_rejects(rejects: u64) {
+    if rejects > 0 {
+        eprintln!("memq: {rejects} record(s) could not be parsed; see the `rejects` table");
     }
 }
 
-/// Opens `inputs`: a single dataset folder directly, anything else through a temporary ingest.
+/// Set (to anything but `0`) by `--no-cache`: raw inputs go to a temporary dataset.
+pub const NO_CACHE_ENV: &str = "MEMQ_NO_CACHE";
+
+/// Where raw inputs are ingested unless told otherwise: the ingest cache, or a temporary
+/// dataset when `MEMQ_NO_CACHE` is set (`--no-cache`).
+pub fn default_target() -> IngestTarget {
+    match std::env::var(NO_CACHE_ENV) {
+        Ok(v) if !v.is_empty() && v != "0" => IngestTarget::Temporary,
+        _ => IngestTarget::Cache(cache::cache_dir()),
+    }
+}
+
+/// Opens `inputs`: a single dataset folder directly, anything else through the ingest cache
+/// ([`default_target`]), so every command ingests a raw input once.
 pub async fn open_inputs(inputs: &[PathBuf], progress: bool) -> Result<Opened> {
-    open_inputs_with(inputs, progress, &IngestTarget::Temporary).await
+    open_inputs_with(inputs, progress, &default_target()).await
 }
 
 /// Opens `inputs`: a single dataset folder directly, anything else through an ingest into
@@ -53,7 +63,21 @@ pub async fn open_inputs_with(
             });
         }
     }
-    match target {
+    let target = match target {
+        // An unwritable cache folder is no reason to fail: ingest into a temporary dataset.
+        IngestTarget::Cache(root) => match std::fs::create_dir_all(root.join("datasets")) {
+            Ok(()) => target.clone(),
+            Err(e) => {
+                eprintln!(
+                    "memq: cannot use the cache {} ({e}); ingesting into a temporary dataset",
+                    root.display()
+                );
+                IngestTarget::Temporary
+            }
+        },
+        IngestTarget::Temporary => IngestTarget::Temporary,
+    };
+    match &target {
         IngestTarget::Cache(root) => {
             let cached = cache::cached_dataset(root, inputs, progress, &crate::catalog()).await?;
             match cached.state {
@@ -70,11 +94,12 @@ pub async fn open_inputs_with(
                     )
                 }
             }
-            if let Some(r) = &cached.report {
-                warn_rejects(r);
-            }
+            let engine = Engine::open(&cached.dataset, &crate::catalog()).await?;
+            // Said on every use, as a fresh ingest says it.
+            let rejects: u64 = engine.manifest.sources.iter().map(|s| s.rejects).sum();
+            warn_rejects(rejects);
             Ok(Opened {
-                engine: Engine::open(&cached.dataset, &crate::catalog()).await?,
+                engine,
                 _temp: None,
             })
         }
@@ -91,7 +116,7 @@ pub async fn open_inputs_with(
                 progress,
             };
             let report = ingest(inputs, &opts, &crate::catalog()).await?;
-            warn_rejects(&report);
+            warn_rejects(report.total_rejects());
             Ok(Opened {
                 engine: Engine::open(&target, &crate::catalog()).await?,
                 _temp: Some(temp),

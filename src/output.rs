@@ -10,11 +10,14 @@ use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
-use memq_core::catalog::Unit;
 use memq_core::dataset::ParquetSink;
 use memq_core::error::{Location, MemqError, Result};
 
+mod cells;
+mod chart;
 mod table;
+pub use cells::{format_float, CellStyle};
+use chart::ChartView;
 pub use table::{cut_left, cut_right, text_width, TableOptions, TableView, DEFAULT_MAX_ROWS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -25,15 +28,25 @@ pub enum Format {
     Json,
     Ndjson,
     Markdown,
+    /// The table view as one `column | value` record per row (`\x`).
+    Line,
+    /// A terminal chart of the result's first numeric column over its first column.
+    Chart,
 }
 
 impl Format {
     pub fn parse(s: &str) -> Option<Format> {
         <Format as clap::ValueEnum>::from_str(s, true).ok()
     }
+
+    /// Formats for a person at a terminal: units applied, rows bounded (table, line, chart).
+    pub fn is_for_reading(self) -> bool {
+        matches!(self, Format::Table | Format::Line | Format::Chart)
+    }
 }
 
-/// How byte columns are shown in table format.
+/// How values with a unit (bytes, times, durations, percentages) and floats are shown in table
+/// format: readably (`Human`) or as stored (`Raw`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BytesDisplay {
     Raw,
@@ -42,15 +55,6 @@ pub enum BytesDisplay {
 
 fn options() -> FormatOptions<'static> {
     FormatOptions::default().with_null("NULL")
-}
-
-/// True for integer columns whose unit (Arrow field metadata, from the catalog or the SQL
-/// library's `@column` lines) is bytes.
-pub fn is_byte_column(field: &Field) -> bool {
-    matches!(
-        field.data_type(),
-        DataType::Int64 | DataType::UInt64 | DataType::Int32
-    ) && Unit::of(field) == Unit::Bytes
 }
 
 /// Replaces the columns `pick` selects with text columns made by `to_text`.
@@ -93,6 +97,9 @@ pub fn render(
         max_rows: 0,
         width: None,
         bytes,
+        origin_ns: None,
+        steps: None,
+        vertical: false,
     };
     let mut w = ResultWriter::new(Vec::new(), schema, format, table)?;
     for b in batches {
@@ -104,6 +111,7 @@ pub fn render(
 
 enum Inner<W: Write> {
     Table(TableView, W),
+    Chart(ChartView, W),
     Csv(datafusion::arrow::csv::Writer<W>, bool),
     Json(datafusion::arrow::json::ArrayWriter<W>),
     Ndjson(datafusion::arrow::json::LineDelimitedWriter<W>),
@@ -132,6 +140,17 @@ impl<W: Write> ResultWriter<W> {
     ) -> Result<ResultWriter<W>> {
         let inner = match format {
             Format::Table => Inner::Table(TableView::new(schema.clone(), table), out),
+            Format::Line => Inner::Table(
+                TableView::new(
+                    schema.clone(),
+                    TableOptions {
+                        vertical: true,
+                        ..table
+                    },
+                ),
+                out,
+            ),
+            Format::Chart => Inner::Chart(ChartView::new(schema.clone(), table), out),
             Format::Csv | Format::Tsv => {
                 let delim = if format == Format::Csv { b',' } else { b'\t' };
                 let w = datafusion::arrow::csv::WriterBuilder::new()
@@ -180,6 +199,7 @@ impl<W: Write> ResultWriter<W> {
                     out.flush().map_err(io_err)?;
                 }
             }
+            Inner::Chart(c, _) => c.push(batch)?,
             Inner::Csv(w, started) => {
                 if batch.num_rows() > 0 || !*started {
                     w.write(&flatten_nested(batch)?)?;
@@ -203,6 +223,10 @@ impl<W: Write> ResultWriter<W> {
         let out = match self.inner {
             Inner::Table(t, mut out) => {
                 out.write_all(t.finish().as_bytes()).map_err(io_err)?;
+                out
+            }
+            Inner::Chart(c, mut out) => {
+                out.write_all(c.finish().as_bytes()).map_err(io_err)?;
                 out
             }
             Inner::Csv(mut w, started) => {

@@ -30,12 +30,15 @@ pub struct WrittenResult {
     pub rows: u64,
 }
 
-/// Runs the query files in order. Returns the files written (empty on stdout).
+/// Runs the query files in order. Returns the files written (empty on stdout). When `stop`
+/// fires (Ctrl-C), the result being printed or written ends at once (a file being written is
+/// removed, see [`exec::write`]) and no further statement runs.
 pub async fn run_files(
     ctx: &SessionContext,
     files: &[PathBuf],
     params: &Params,
     out: &RunOutput,
+    stop: &exec::Stop,
 ) -> Result<Vec<WrittenResult>> {
     if let RunOutput::Dir(dir, _) = out {
         std::fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
@@ -47,7 +50,6 @@ pub async fn run_files(
     }
     let mut written = Vec::new();
     let mut used_names = std::collections::HashSet::new();
-    let stop = exec::Stop::new();
     for (file, text) in files.iter().zip(&texts) {
         let origin = file.display().to_string();
         let mut statements = exec::statements(ctx, text, params, &origin)?;
@@ -63,7 +65,9 @@ pub async fn run_files(
             results_seen += 1;
             match out {
                 RunOutput::Stdout(print) => {
-                    print.print(&mut r, &stop).await?;
+                    if print.print(&mut r, stop).await?.stopped() {
+                        return Ok(written);
+                    }
                 }
                 RunOutput::Dir(dir, format) => {
                     let stem = file
@@ -83,8 +87,9 @@ pub async fn run_files(
                         n += 1;
                     }
                     let path = dir.join(format!("{name}.{}", format.ext()));
-                    let rows = match exec::write(&mut r, &path, &stop).await? {
-                        exec::Shown::Done(n) | exec::Shown::Stopped(n) => n,
+                    let rows = match exec::write(&mut r, &path, stop).await? {
+                        exec::Shown::Done(n) => n,
+                        exec::Shown::Stopped(_) => return Ok(written),
                     };
                     written.push(WrittenResult {
                         query_file: file.clone(),

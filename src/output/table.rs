@@ -16,15 +16,14 @@
 
 use std::collections::VecDeque;
 
-use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::display::ArrayFormatter;
 
 use memq_core::error::Result;
 
-use super::{is_byte_column, options, BytesDisplay};
+use super::cells::{self, CellStyle};
+use super::BytesDisplay;
+use memq_core::catalog::Unit;
 
 /// The default of `maxrows`.
 pub const DEFAULT_MAX_ROWS: usize = 40;
@@ -41,17 +40,28 @@ const MIN_WIDTH: usize = 8;
 /// Narrowest a path column is made (room for a file name).
 const MIN_PATH_WIDTH: usize = 24;
 
+/// Widest a path column's file name keeps it when the table is narrowed.
+const MAX_PATH_WIDTH: usize = 40;
+
 /// Numbers up to this wide are never cut.
 const MAX_NUMBER_WIDTH: usize = 24;
 
 /// How a table is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TableOptions {
     /// Rows shown at most (head and tail); 0 shows every row.
     pub max_rows: usize,
     /// The terminal width; `None` does not fit the table to a width.
     pub width: Option<usize>,
+    /// Values by their unit (`Human`) or as stored (`Raw`).
     pub bytes: BytesDisplay,
+    /// The run's start (ns since the Unix epoch): moments show their offset from it.
+    pub origin_ns: Option<i64>,
+    /// The run's steps: a moment in a step names it.
+    pub steps: Option<std::sync::Arc<memq_engine::calls::Steps>>,
+    /// One `column | value` line per column for each row (`\x`, format `line`); a table of one
+    /// row too wide for `width` is shown so too.
+    pub vertical: bool,
 }
 
 impl Default for TableOptions {
@@ -60,6 +70,19 @@ impl Default for TableOptions {
             max_rows: DEFAULT_MAX_ROWS,
             width: None,
             bytes: BytesDisplay::Human,
+            origin_ns: None,
+            steps: None,
+            vertical: false,
+        }
+    }
+}
+
+impl TableOptions {
+    fn style(&self) -> CellStyle {
+        CellStyle {
+            values: self.bytes,
+            origin_ns: self.origin_ns,
+            steps: self.steps.clone(),
         }
     }
 }
@@ -70,6 +93,13 @@ struct Layout {
     widths: Vec<usize>,
     /// Cut from the left (paths).
     left: Vec<bool>,
+    /// Moments (ISO time and offset): when narrowed, the offset from the run's start alone.
+    time: Vec<bool>,
+}
+
+/// The offset part of a moment's text (`+12.345678 s` of `2025-…Z +12.345678 s`).
+fn offset_part(cell: &str) -> &str {
+    cell.split_once(' ').map_or(cell, |(_, rest)| rest)
 }
 
 /// A table being printed while its rows stream in.
@@ -85,6 +115,8 @@ pub struct TableView {
     layout: Option<Layout>,
     /// Rows printed in the head.
     head_printed: usize,
+    /// Rows shown as records (`column | value` lines).
+    vertical: bool,
 }
 
 /// The display width of a character (CJK and emoji take two cells, combining marks none).
@@ -196,29 +228,14 @@ fn cells(
     batch: &RecordBatch,
     from: usize,
     to: usize,
-    bytes: BytesDisplay,
+    style: CellStyle,
 ) -> Result<Vec<Vec<String>>> {
-    let opts = options();
     let schema = batch.schema();
     let mut columns: Vec<Vec<String>> = Vec::with_capacity(batch.num_columns());
     for (field, col) in schema.fields().iter().zip(batch.columns()) {
         let slice = col.slice(from, to - from);
-        let mut texts = Vec::with_capacity(to - from);
-        if bytes == BytesDisplay::Human && is_byte_column(field) {
-            let ints = cast(&slice, &DataType::Int64)?;
-            for v in ints.as_primitive::<Int64Type>().iter() {
-                texts.push(match v {
-                    Some(v) => memq_core::function::format_bytes(v),
-                    None => "NULL".to_string(),
-                });
-            }
-        } else {
-            let fmt = ArrayFormatter::try_new(slice.as_ref(), &opts)?;
-            for i in 0..slice.len() {
-                texts.push(one_line(&fmt.value(i).to_string()));
-            }
-        }
-        columns.push(texts);
+        let texts = cells::texts(field, &slice, &style)?;
+        columns.push(texts.iter().map(|t| one_line(t)).collect());
     }
     Ok((0..to - from)
         .map(|r| columns.iter().map(|c| c[r].clone()).collect())
@@ -229,6 +246,7 @@ impl TableView {
     pub fn new(schema: SchemaRef, opts: TableOptions) -> TableView {
         let names = schema.fields().iter().map(|f| one_line(f.name())).collect();
         TableView {
+            vertical: opts.vertical,
             opts,
             schema,
             names,
@@ -274,7 +292,8 @@ impl TableView {
         if self.layout.is_none() {
             let want = self.sample_rows() - self.sample.len();
             let take = want.min(n);
-            self.sample.extend(cells(batch, 0, take, self.opts.bytes)?);
+            self.sample
+                .extend(cells(batch, 0, take, self.opts.style())?);
             self.rows += take as u64;
             at = take;
             if self.sample.len() >= self.sample_rows() {
@@ -286,14 +305,14 @@ impl TableView {
                 // Every row: printed as it comes.
                 let layout = self.layout.as_ref().expect("layout fixed");
                 let mut text = String::new();
-                for row in cells(batch, at, n, self.opts.bytes)? {
-                    text.push_str(&self.row_line(layout, &row));
+                for (k, row) in cells(batch, at, n, self.opts.style())?.iter().enumerate() {
+                    text.push_str(&self.line(layout, self.rows + k as u64 + 1, row));
                 }
                 out.get_or_insert_with(String::new).push_str(&text);
             } else {
                 let keep = self.tail_rows();
                 let from = n.saturating_sub(keep).max(at);
-                for row in cells(batch, from, n, self.opts.bytes)? {
+                for row in cells(batch, from, n, self.opts.style())? {
                     self.tail.push_back(row);
                     while self.tail.len() > keep {
                         self.tail.pop_front();
@@ -308,16 +327,14 @@ impl TableView {
     /// Fixes the layout from the sample and renders the top of the table with the head rows.
     fn start(&mut self) -> String {
         let layout = self.layout_for(&self.sample);
-        let mut text = self.border(&layout);
-        text.push_str(&self.row_line(&layout, &self.names));
-        text.push_str(&self.border(&layout));
+        let mut text = self.top(&layout);
         let head = if self.opts.max_rows == 0 {
             self.sample.len()
         } else {
             self.head_rows().min(self.sample.len())
         };
-        for row in &self.sample[..head] {
-            text.push_str(&self.row_line(&layout, row));
+        for (i, row) in self.sample[..head].iter().enumerate() {
+            text.push_str(&self.line(&layout, i as u64 + 1, row));
         }
         self.head_printed = head;
         let rest: Vec<Vec<String>> = self.sample.drain(..).skip(head).collect();
@@ -341,18 +358,29 @@ impl TableView {
         if self.layout.is_none() {
             // Fewer rows than the sample: all of them, sized exactly.
             let layout = self.layout_for(&self.sample);
-            text.push_str(&self.border(&layout));
-            text.push_str(&self.row_line(&layout, &self.names));
-            text.push_str(&self.border(&layout));
-            for row in &self.sample {
-                text.push_str(&self.row_line(&layout, row));
+            // One row of several columns that does not fit the width: a record reads better
+            // than a cut table.
+            let cut = layout.shown.len() < self.names.len()
+                || layout
+                    .shown
+                    .iter()
+                    .zip(&layout.widths)
+                    .any(|(&i, &w)| text_width(&self.sample[0][i]) > w);
+            if self.rows == 1 && self.names.len() > 1 && self.opts.width.is_some() && cut {
+                self.vertical = true;
+            }
+            text.push_str(&self.top(&layout));
+            for (i, row) in self.sample.iter().enumerate() {
+                text.push_str(&self.line(&layout, i as u64 + 1, row));
             }
             self.head_printed = self.sample.len();
             self.layout = Some(layout);
         } else {
             let layout = self.layout.as_ref().expect("layout fixed");
             let shown = self.head_printed as u64 + self.tail.len() as u64;
-            if shown < self.rows {
+            if shown < self.rows && self.vertical {
+                text.push_str("…\n");
+            } else if shown < self.rows {
                 let dots: Vec<String> = layout.shown.iter().map(|_| "…".to_string()).collect();
                 let mut line = String::from("|");
                 for (i, d) in dots.iter().enumerate() {
@@ -364,25 +392,86 @@ impl TableView {
             // Numbers in the tail may be wider than in the head (the sizes were measured on the
             // first rows): the tail gets its own widths rather than cut numbers.
             let tail_layout = self.tail_layout(layout);
-            if tail_layout.widths != layout.widths {
+            if tail_layout.widths != layout.widths && !self.vertical {
                 text.push_str(&self.border(&tail_layout));
             }
-            for row in &self.tail {
-                text.push_str(&self.row_line(&tail_layout, row));
+            let first = self.rows - self.tail.len() as u64 + 1;
+            for (k, row) in self.tail.iter().enumerate() {
+                text.push_str(&self.line(&tail_layout, first + k as u64, row));
             }
             self.layout = Some(tail_layout);
         }
         let layout = self.layout.as_ref().expect("layout fixed");
-        text.push_str(&self.border(layout));
+        if !self.vertical {
+            text.push_str(&self.border(layout));
+        }
         text.push_str(&self.footer(false));
         text
+    }
+
+    /// The top of the table (border, header, border); nothing for records.
+    fn top(&self, layout: &Layout) -> String {
+        if self.vertical {
+            return String::new();
+        }
+        let mut text = self.border(layout);
+        text.push_str(&self.row_line(layout, &self.names));
+        text.push_str(&self.border(layout));
+        text
+    }
+
+    /// Row number `number` (1-based): a table line, or a record.
+    fn line(&self, layout: &Layout, number: u64, row: &[String]) -> String {
+        if self.vertical {
+            self.record(number, row)
+        } else {
+            self.row_line(layout, row)
+        }
+    }
+
+    /// A row as a record: a `-[ row N ]---` line, then `column | value` per column, the
+    /// values cut to the width (paths from the left).
+    fn record(&self, number: u64, row: &[String]) -> String {
+        let name_w = self
+            .names
+            .iter()
+            .map(|n| text_width(n))
+            .max()
+            .unwrap_or(0)
+            .min(40);
+        let value_w = self
+            .opts
+            .width
+            .map(|w| w.saturating_sub(name_w + 3).max(MIN_WIDTH));
+        let title = format!("-[ row {number} ]");
+        let rule = self
+            .opts
+            .width
+            .unwrap_or(name_w + 3 + 40)
+            .min(name_w + 3 + 60);
+        let mut s = format!(
+            "{title}{}\n",
+            "-".repeat(rule.saturating_sub(text_width(&title)))
+        );
+        for (i, name) in self.names.iter().enumerate() {
+            let cell = row.get(i).map(String::as_str).unwrap_or("");
+            let value = match value_w {
+                Some(w) if is_path_column(self.schema.field(i).name()) => cut_left(cell, w),
+                Some(w) => cut_right(cell, w),
+                None => cell.to_string(),
+            };
+            let name = cut_right(name, name_w);
+            let pad = name_w.saturating_sub(text_width(&name));
+            s.push_str(&format!("{name}{} | {value}\n", " ".repeat(pad)));
+        }
+        s
     }
 
     /// What ends the table when the rows stop coming (Ctrl-C): the bottom border (when the top
     /// was printed) and how many rows had arrived.
     pub fn interrupted(&self) -> String {
         let mut text = String::new();
-        if let Some(layout) = &self.layout {
+        if let Some(layout) = self.layout.as_ref().filter(|_| !self.vertical) {
             text.push_str(&self.border(layout));
         }
         text.push_str(&self.footer(true));
@@ -410,7 +499,7 @@ impl TableView {
         } else {
             format!("{} row{plural}", self.rows)
         };
-        if let Some(layout) = &self.layout {
+        if let Some(layout) = self.layout.as_ref().filter(|_| !self.vertical) {
             let hidden: Vec<&str> = (0..self.names.len())
                 .filter(|i| !layout.shown.contains(i))
                 .map(|i| self.names[i].as_str())
@@ -454,6 +543,8 @@ impl TableView {
             let cell = row.get(i).map(String::as_str).unwrap_or("");
             let cut = if layout.left[k] {
                 cut_left(cell, w)
+            } else if layout.time[k] && text_width(cell) > w {
+                cut_right(offset_part(cell), w)
             } else {
                 cut_right(cell, w)
             };
@@ -472,7 +563,7 @@ impl TableView {
     fn tail_layout(&self, head: &Layout) -> Layout {
         let mut widths = head.widths.clone();
         for (k, &i) in head.shown.iter().enumerate() {
-            if self.is_exact(i) {
+            if self.is_exact(i) && !head.time[k] {
                 let need = self
                     .tail
                     .iter()
@@ -489,7 +580,7 @@ impl TableView {
                 if excess == 0 {
                     break;
                 }
-                if !self.is_exact(i) {
+                if !self.is_exact(i) && !head.time[k] {
                     let cut = widths[k].saturating_sub(MIN_WIDTH).min(excess);
                     widths[k] -= cut;
                     excess -= cut;
@@ -500,6 +591,7 @@ impl TableView {
             shown: head.shown.clone(),
             widths,
             left: head.left.clone(),
+            time: head.time.clone(),
         }
     }
 
@@ -507,6 +599,14 @@ impl TableView {
     fn is_exact(&self, i: usize) -> bool {
         let t = self.schema.field(i).data_type();
         t.is_numeric() || t.is_temporal() || *t == DataType::Boolean
+    }
+
+    /// A moment shown by its unit (ISO time and offset).
+    fn is_moment(&self, i: usize) -> bool {
+        let f = self.schema.field(i);
+        self.opts.bytes == BytesDisplay::Human
+            && f.data_type().is_integer()
+            && matches!(Unit::of(f), Unit::TimeNs | Unit::TimeUs)
     }
 
     /// Widths from the header and `rows`, fitted to the width: columns narrowed evenly (the widest
@@ -526,23 +626,49 @@ impl TableView {
         let left: Vec<bool> = (0..n)
             .map(|i| is_path_column(self.schema.field(i).name()))
             .collect();
+        let time: Vec<bool> = (0..n).map(|i| self.is_moment(i)).collect();
         let Some(total) = self.opts.width else {
             return Layout {
                 shown: (0..n).collect(),
                 widths: natural,
                 left,
+                time,
             };
         };
+        // A moment narrows to its offset from the run's start, never further; a path to `…/` and
+        // its file name.
+        let short: Vec<usize> = (0..n)
+            .map(|i| {
+                if left[i] {
+                    let name = rows
+                        .iter()
+                        .map(|r| text_width(r[i].rsplit('/').next().unwrap_or_default()) + 2)
+                        .max()
+                        .unwrap_or(0);
+                    return name.clamp(MIN_PATH_WIDTH, MAX_PATH_WIDTH).min(natural[i]);
+                }
+                if !time[i] {
+                    return natural[i];
+                }
+                rows.iter()
+                    .map(|r| text_width(offset_part(&r[i])))
+                    .chain(std::iter::once(text_width(&self.names[i])))
+                    .max()
+                    .unwrap_or(1)
+            })
+            .collect();
         // Numbers and times are never cut (a cut number misleads); paths keep room for the
         // file name; other text may narrow to MIN_WIDTH.
         let exact: Vec<bool> = (0..n)
             .map(|i| self.is_exact(i) && natural[i] <= MAX_NUMBER_WIDTH)
             .collect();
         let least = |i: usize| {
-            if exact[i] {
+            if time[i] {
+                short[i]
+            } else if exact[i] {
                 natural[i]
             } else if left[i] {
-                natural[i].min(MIN_PATH_WIDTH)
+                short[i]
             } else {
                 natural[i].min(MIN_WIDTH)
             }
@@ -560,12 +686,15 @@ impl TableView {
         }
         // The widest cap C with sum(min(natural, max(C, least))) fitting.
         let room = total.saturating_sub(1 + 3 * shown.len());
-        let width_at = |cap: usize| -> usize {
-            shown
-                .iter()
-                .map(|&i| natural[i].min(cap.max(least(i))))
-                .sum()
+        // A moment is whole or its offset alone.
+        let at_cap = |i: usize, cap: usize| {
+            if time[i] && cap < natural[i] {
+                short[i]
+            } else {
+                natural[i].min(cap.max(least(i)))
+            }
         };
+        let width_at = |cap: usize| -> usize { shown.iter().map(|&i| at_cap(i, cap)).sum() };
         let widest = shown.iter().map(|&i| natural[i]).max().unwrap_or(1);
         let (mut lo, mut hi) = (0usize, widest);
         while lo < hi {
@@ -576,17 +705,19 @@ impl TableView {
                 hi = mid - 1;
             }
         }
-        let mut widths: Vec<usize> = shown
-            .iter()
-            .map(|&i| natural[i].min(lo.max(least(i))))
-            .collect();
+        let mut widths: Vec<usize> = shown.iter().map(|&i| at_cap(i, lo)).collect();
         // Hand the cells left over to the columns that were cut, left to right.
         let mut spare = room.saturating_sub(widths.iter().sum());
         for (k, &i) in shown.iter().enumerate() {
             if spare == 0 {
                 break;
             }
-            let more = natural[i].saturating_sub(widths[k]).min(spare);
+            let more = natural[i].saturating_sub(widths[k]);
+            let more = if time[i] && more > spare {
+                0
+            } else {
+                more.min(spare)
+            };
             widths[k] += more;
             spare -= more;
         }
@@ -594,10 +725,12 @@ impl TableView {
             widths[0] = total.saturating_sub(4).max(1);
         }
         let left = shown.iter().map(|&i| left[i]).collect();
+        let time = shown.iter().map(|&i| time[i]).collect();
         Layout {
             shown,
             widths,
             left,
+            time,
         }
     }
 }
@@ -605,7 +738,8 @@ impl TableView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::array::{Array, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::Int64Type;
     use datafusion::arrow::datatypes::{Field, Schema};
     use std::sync::Arc;
 
@@ -638,6 +772,9 @@ mod tests {
                 max_rows: 6,
                 width: None,
                 bytes: BytesDisplay::Raw,
+                origin_ns: None,
+                steps: None,
+                vertical: false,
             },
         );
         let mut out = String::new();
@@ -675,6 +812,9 @@ mod tests {
                     max_rows: 40,
                     width: Some(width),
                     bytes: BytesDisplay::Raw,
+                    origin_ns: None,
+                    steps: None,
+                    vertical: false,
                 },
             );
             let mut out = t.push(&b).unwrap().unwrap_or_default();
@@ -696,6 +836,9 @@ mod tests {
                 max_rows: 40,
                 width: Some(24),
                 bytes: BytesDisplay::Raw,
+                origin_ns: None,
+                steps: None,
+                vertical: false,
             },
         );
         t.push(&b).unwrap();
@@ -724,6 +867,9 @@ mod tests {
                 max_rows: 40,
                 width: Some(80),
                 bytes: BytesDisplay::Raw,
+                origin_ns: None,
+                steps: None,
+                vertical: false,
             },
         );
         t.push(&b).unwrap();
@@ -732,6 +878,84 @@ mod tests {
         assert!(out.contains("… |"), "{out}");
         for line in out.lines() {
             assert!(text_width(line) <= 80, "{line}");
+        }
+    }
+
+    #[test]
+    fn records_for_line_format_and_for_one_wide_row() {
+        let vertical = TableOptions {
+            max_rows: 4,
+            width: Some(40),
+            bytes: BytesDisplay::Raw,
+            origin_ns: None,
+            steps: None,
+            vertical: true,
+        };
+        let mut t = TableView::new(batch(0, 1).schema(), vertical.clone());
+        let mut out = String::new();
+        for i in 0..5 {
+            out.push_str(
+                &t.push(&batch(i * 2, i * 2 + 2))
+                    .unwrap()
+                    .unwrap_or_default(),
+            );
+        }
+        out.push_str(&t.finish());
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("-[ row 1 ]---"), "{out}");
+        assert_eq!(lines[1], "n      | 0", "{out}");
+        assert!(
+            lines[2].starts_with("source | …/") && text_width(lines[2]) <= 40,
+            "{out}"
+        );
+        assert!(
+            out.contains("\n…\n-[ row 9 ]") && out.contains("n      | 9\n"),
+            "{out}"
+        );
+        assert!(out.ends_with("10 rows, 4 shown\n"), "{out}");
+        // One row too wide for 40 columns: a record; with room, a table.
+        for (width, record) in [(40, true), (200, false)] {
+            let opts = TableOptions {
+                width: Some(width),
+                vertical: false,
+                ..vertical.clone()
+            };
+            let mut t = TableView::new(batch(0, 1).schema(), opts);
+            t.push(&batch(70, 71)).unwrap();
+            let out = t.finish();
+            assert_eq!(out.starts_with("-[ row 1 ]"), record, "{out}");
+            assert!(out.ends_with("\n1 row\n"), "{out}");
+        }
+    }
+
+    #[test]
+    fn a_narrowed_moment_keeps_its_offset() {
+        let schema = Arc::new(Schema::new(vec![
+            Unit::TimeNs.annotate(Field::new("ts", DataType::Int64, false)),
+            Field::new("text", DataType::Utf8, false),
+        ]));
+        let ts: Int64Array = (0..3)
+            .map(|i| 1_764_900_000_000_000_000 + i * 1_500_000)
+            .collect();
+        let text: StringArray = (0..3).map(|_| Some("y".repeat(60))).collect();
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ts), Arc::new(text)]).unwrap();
+        for (width, whole) in [(60, false), (120, true)] {
+            let opts = TableOptions {
+                width: Some(width),
+                origin_ns: Some(1_764_900_000_000_000_000),
+                steps: None,
+                ..TableOptions::default()
+            };
+            let mut t = TableView::new(schema.clone(), opts);
+            t.push(&b).unwrap();
+            let out = t.finish();
+            assert_eq!(
+                out.contains("| 2025-12-05T02:00:00.003000000Z +0.003000 s |"),
+                whole,
+                "{out}"
+            );
+            assert!(out.contains(" +0.003000 s "), "{out}");
+            assert!(out.lines().all(|l| text_width(l) <= width), "{out}");
         }
     }
 

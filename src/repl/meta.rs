@@ -21,16 +21,20 @@ pub const COMMANDS: &[MetaCommand] = &[
     MetaCommand { name: "\\q", args: "", help: "quit (Ctrl-D also quits)" },
     MetaCommand { name: "\\d", args: "[NAME]", help: "list tables, views and table functions; with NAME its columns with types and docs" },
     MetaCommand { name: "\\dt", args: "", help: "tables with row counts and docs" },
-    MetaCommand { name: "\\dv", args: "", help: "canned analyses (views and table functions) with one-line docs" },
+    MetaCommand { name: "\\dv", args: "", help: "canned analyses (views and table functions) by source, with one-line docs; `no data` marks those with nothing to read here" },
     MetaCommand { name: "\\df", args: "", help: "memq's functions with their docs" },
     MetaCommand { name: "\\timing", args: "[on|off]", help: "show how long each statement took" },
-    MetaCommand { name: "\\format", args: "table|csv|tsv|json|ndjson|markdown", help: "how results are printed" },
-    MetaCommand { name: "\\bytes", args: "human|raw", help: "byte columns as 1.50 GiB or integers (table format; csv/json are always raw)" },
+    MetaCommand { name: "\\format", args: "table|line|chart|csv|tsv|json|ndjson|markdown", help: "how results are printed" },
+    MetaCommand { name: "\\bytes", args: "human|raw", help: "values with a unit (bytes, times, durations, percentages) readable or as stored (table format; csv/json are always raw)" },
     MetaCommand { name: "\\o", args: "[FILE]", help: "send the next result to FILE (.parquet .csv .tsv .json .ndjson .md); without FILE, cancel" },
     MetaCommand { name: "\\i", args: "FILE", help: "run the statements and meta commands of FILE" },
     MetaCommand { name: "\\set", args: "[NAME VALUE]", help: "set parameter $NAME (42 → BIGINT, 1.5 → DOUBLE, 'x' or text → VARCHAR); alone, list them" },
     MetaCommand { name: "\\set maxrows", args: "N", help: "rows a table shows at most, head and tail (default 40; 0 = all)" },
     MetaCommand { name: "\\unset", args: "NAME", help: "remove parameter $NAME" },
+    MetaCommand { name: "\\x", args: "[on|off]", help: "expanded display: each row as `column | value` lines (format line)" },
+    MetaCommand { name: "\\chart", args: "", help: "run the last statement again and chart its first numeric column over its first column" },
+    MetaCommand { name: "\\set raw", args: "on|off", help: "values as stored (ns, bytes, full floats) or by their unit (default)" },
+    MetaCommand { name: "\\set format", args: "table|line|chart|csv|...", help: "the same as \\format" },
 ];
 
 /// What the loop does after a meta command.
@@ -114,7 +118,7 @@ impl Session {
             }
             "\\format" => {
                 let f = Format::parse(arg).ok_or_else(|| {
-                    MemqError::Usage("\\format table|csv|tsv|json|ndjson|markdown".into())
+                    MemqError::Usage("\\format table|line|chart|csv|tsv|json|ndjson|markdown".into())
                 })?;
                 self.settings.format = f;
                 println!("Output format is {arg}.");
@@ -182,6 +186,9 @@ impl Session {
                         .split_once(char::is_whitespace)
                         .ok_or_else(|| MemqError::Usage("\\set NAME VALUE".into()))?;
                     let name = name.trim_start_matches('$');
+                    if self.set_display(name, value.trim())? {
+                        return Ok(Next::Continue);
+                    }
                     if name == "maxrows" {
                         let n: usize = value.trim().parse().map_err(|_| {
                             MemqError::Usage(
@@ -204,6 +211,8 @@ impl Session {
                     self.params.insert(name.to_string(), v);
                 }
             }
+            "\\x" => self.toggle_vertical(arg)?,
+            "\\chart" => self.chart_last().await?,
             "\\unset" => {
                 if self.params.remove(arg.trim_start_matches('$')).is_none() {
                     return Err(MemqError::Usage(format!("no parameter named {arg}")));
@@ -266,22 +275,72 @@ impl Session {
         columns(&rows)
     }
 
+    /// `\dv`: the analyses grouped by the source they read, those without data in this dataset
+    /// marked, then the views created in the session.
     fn list_views(&self) -> String {
         let analyses = crate::analyses();
-        let mut rows = vec![vec!["analysis".to_string(), "doc".to_string()]];
+        let manifest = &self.engine().manifest;
+        let empty = crate::guide::without_data(manifest, &analyses);
+        let mut out = String::new();
+        let mut formats: Vec<&str> = Vec::new();
         for a in analyses.iter().filter(|a| !a.private) {
-            rows.push(vec![a.call_form(), a.summary.clone()]);
-        }
-        let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
-        for v in &vocab.views {
-            if !analyses.iter().any(|a| &a.name == v) {
-                rows.push(vec![v.clone(), "(a view created in this session)".into()]);
+            let f = crate::guide::format_of(a);
+            if !formats.contains(&f) {
+                formats.push(f);
             }
         }
-        if rows.len() == 1 {
+        // The sources this dataset holds first.
+        formats.sort_by_key(|f| !crate::guide::has_format_data(manifest, f));
+        for f in formats {
+            let here = if crate::guide::has_format_data(manifest, f) {
+                ""
+            } else {
+                "; none in this dataset"
+            };
+            let _ = writeln!(out, "{f} ({}{here}):", crate::guide::format_title(f));
+            let mut rows = Vec::new();
+            for a in analyses
+                .iter()
+                .filter(|a| !a.private && crate::guide::format_of(a) == f)
+            {
+                let mark = if empty.contains(&a.name) {
+                    "no data"
+                } else {
+                    ""
+                };
+                rows.push(vec![
+                    format!("  {}", a.call_form()),
+                    mark.to_string(),
+                    a.summary.clone(),
+                ]);
+            }
+            out.push_str(&columns(&rows));
+        }
+        let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
+        let own: Vec<Vec<String>> = vocab
+            .views
+            .iter()
+            .filter(|v| !analyses.iter().any(|a| &a.name == *v))
+            .map(|v| vec![format!("  {v}")])
+            .collect();
+        if !own.is_empty() {
+            out.push_str("created in this session:\n");
+            out.push_str(&columns(&own));
+        }
+        if out.is_empty() {
             return "No canned analyses.\n".into();
         }
-        columns(&rows)
+        let marked = analyses
+            .iter()
+            .filter(|a| !a.private && empty.contains(&a.name))
+            .count();
+        if marked > 0 {
+            let _ = writeln!(
+                out,
+                "\n{marked} analyses marked `no data` read only tables that are empty in this dataset."
+            );
+        }
+        out
     }
 
     /// `\d NAME`: the columns of a table or view with types and docs, or a table function's

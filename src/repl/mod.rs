@@ -3,6 +3,7 @@
 //! commands, parameters, and Ctrl-C that cancels the running query but keeps the session.
 
 pub mod completer;
+mod display;
 pub mod input;
 pub mod meta;
 
@@ -56,6 +57,8 @@ pub struct ReplOptions {
     pub max_rows: Option<usize>,
     /// Stop at the first error (`--bail`/`--no-bail`); default: when stdin is not a terminal.
     pub bail: Option<bool>,
+    /// Parameters set before the first statement (`memq --param NAME=VALUE INPUT`).
+    pub params: Params,
 }
 
 impl ReplOptions {
@@ -65,6 +68,7 @@ impl ReplOptions {
             history: Some(memq_ingest::cache::state_dir().join("history")),
             max_rows: None,
             bail: None,
+            params: Params::new(),
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct Session {
     buffer: String,
     /// Set when a statement or meta command failed (for `--bail` on piped input).
     pub last_error: bool,
+    /// The last statement run (`\chart` runs it again).
+    last_sql: Option<String>,
 }
 
 /// What a statement's task did.
@@ -266,6 +272,7 @@ impl Session {
             vocab: Arc::new(RwLock::new(vocab)),
             buffer: String::new(),
             last_error: false,
+            last_sql: None,
         })
     }
 
@@ -293,6 +300,7 @@ impl Session {
     /// Runs one complete statement and prints (or writes) its result; errors are printed and the
     /// session goes on.
     pub async fn execute(&mut self, sql: &str) {
+        self.last_sql = Some(sql.to_string());
         let handle = match &self.queries {
             Some(rt) => rt.handle().clone(),
             None => match query_runtime() {
@@ -302,7 +310,7 @@ impl Session {
                     h
                 }
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    crate::agent::report_error("error: ", &e);
                     return;
                 }
             },
@@ -345,7 +353,7 @@ impl Session {
             }
             Outcome::Failed(e) => {
                 self.last_error = true;
-                eprintln!("error: {e}")
+                crate::agent::report_error("error: ", &e)
             }
             Outcome::Cancelled => eprintln!("Query cancelled."),
         }
@@ -362,7 +370,7 @@ impl Session {
                 Ok(next) => (next, done),
                 Err(e) => {
                     self.last_error = true;
-                    eprintln!("error: {e}");
+                    crate::agent::report_error("error: ", &e);
                     (Next::Continue, done)
                 }
             };
@@ -415,6 +423,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     let mut rl: Editor<MemqHelper, FileHistory> =
         Editor::with_config(config).map_err(|e| MemqError::Query(format!("REPL: {e}")))?;
     let mut session = Session::new(opened).await?;
+    session.params = opts.params.clone();
     if let Some(n) = opts.max_rows {
         session.settings.max_rows = n;
     }
@@ -432,14 +441,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     use std::io::IsTerminal;
     let interactive = std::io::stdin().is_terminal();
     let bail = opts.bail.unwrap_or(!interactive);
-    let m = &session.engine().manifest;
-    let banner = format!(
-        "memq {} on {} ({} source{}). \\? for help, \\q to quit.",
-        env!("CARGO_PKG_VERSION"),
-        session.engine().dataset.display(),
-        m.sources.len(),
-        if m.sources.len() == 1 { "" } else { "s" }
-    );
+    let banner = banner(session.engine()).await;
     // Results only on stdout when it is not a terminal session (a script's output).
     if interactive && std::io::stdout().is_terminal() {
         println!("{banner}");
@@ -490,6 +492,37 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The banner: the dataset, what it holds, the analyses to start with.
+async fn banner(engine: &Engine) -> String {
+    let m = &engine.manifest;
+    let mut out = format!(
+        "memq {} on {} ({} source{}). \\? for help, \\q to quit.",
+        env!("CARGO_PKG_VERSION"),
+        engine.dataset.display(),
+        m.sources.len(),
+        if m.sources.len() == 1 { "" } else { "s" }
+    );
+    let holds = crate::guide::holdings(engine).await;
+    if holds.is_empty() {
+        out.push_str("\nThe dataset holds no rows.");
+        return out;
+    }
+    out.push_str(&format!("\nIt holds {}.", holds.join("; ")));
+    let analyses = engine.analyses();
+    let starters = crate::guide::starters(m, &analyses);
+    if let Some(first) = starters.first() {
+        let names = match starters.split_last() {
+            Some((last, init)) if !init.is_empty() => format!("{} and {last}", init.join(", ")),
+            _ => first.clone(),
+        };
+        let listed = analyses.iter().filter(|a| !a.private).count();
+        out.push_str(&format!(
+            "\nStart with {names} (SELECT * FROM {first};); \\dv lists the {listed} analyses by source."
+        ));
+    }
+    out
 }
 
 fn bailed() -> MemqError {

@@ -541,3 +541,457 @@ fn output_files_and_markdown_small_findings() {
     ]));
     assert_eq!(md, "| frame | t |\n|---|---|\n| &lt;module&gt; | a\\|b |\n");
 }
+
+/// The g3 example ingested into a temporary dataset.
+fn g3_dataset(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let ds = dir.path().join("g3.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(fixture("memscope/g3_run"))
+            .arg("-o")
+            .arg(&ds),
+    );
+    ds
+}
+
+/// The single value of a one-cell csv result.
+fn csv_value(ds: &std::path::Path, sql: &str) -> String {
+    let (out, _) = run_ok(memq().arg("sql").arg(ds).args(["-e", sql, "--format", "csv"]));
+    out.lines().nth(1).unwrap_or_default().to_string()
+}
+
+/// Issue 11, findings 3 and 4: the table view shows bytes, moments, durations, percentages and
+/// floats by their unit; csv and `--raw` keep the stored values.
+#[test]
+fn table_view_shows_values_by_their_unit() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let pick = "FROM peaks WHERE pool = 'PTA' ORDER BY peak_ts LIMIT 1";
+    let bytes: i64 = csv_value(&ds, &format!("SELECT peak_bytes {pick}")).parse().unwrap();
+    let ts: i64 = csv_value(&ds, &format!("SELECT peak_ts {pick}")).parse().unwrap();
+    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events").parse().unwrap();
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "-e",
+        &format!("SELECT peak_bytes, -peak_bytes AS neg, peak_ts {pick}"),
+    ]));
+    let mib = bytes as f64 / 1048576.0;
+    assert!(table.contains(&format!("| {mib:.2} MiB ")), "{table}");
+    assert!(table.contains(&format!("| -{mib:.2} MiB ")), "{table}");
+    // The dump's folder is named after its start, 2025-12-05 02:00:00 UTC (1764900000 s).
+    assert_eq!(ts / 1_000_000_000, 1_764_900_000);
+    let off = ts - start;
+    let moment = format!(
+        "2025-12-05T02:00:00.{:09}Z +{}.{:06} s",
+        ts % 1_000_000_000,
+        off / 1_000_000_000,
+        off % 1_000_000_000 / 1000
+    );
+    assert!(table.contains(&moment), "{moment}\n{table}");
+    // The step the moment falls in, when the processes and devices in a step agree on it.
+    let steps = csv_value(
+        &ds,
+        &format!(
+            "SELECT concat_ws('|', count(DISTINCT step), min(step)) FROM steps \
+             WHERE start_ts <= {ts} AND (end_ts IS NULL OR end_ts >= {ts})"
+        ),
+    );
+    let (n, step) = steps.split_once('|').unwrap_or((&steps, ""));
+    let named = table.contains(&format!("{moment} step {step} |"));
+    assert_eq!(named, n == "1", "{steps}\n{table}");
+    let (raw, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "--raw",
+        "-e",
+        &format!("SELECT peak_bytes, peak_ts {pick}"),
+    ]));
+    assert!(raw.contains(&format!("| {bytes} ")) && raw.contains(&format!("| {ts} ")), "{raw}");
+    // Percentages with at most 2 decimals, durations with a unit.
+    let q = format!("SELECT max(share) AS s FROM breakdown_at({ts}, 'PTA')");
+    let share: f64 = csv_value(&ds, &q).parse().unwrap();
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", &q]));
+    let two = format!("{share:.2}");
+    let two = two.trim_end_matches('0').trim_end_matches('.');
+    assert!(table.contains(&format!("| {two} % ")), "{share} {table}");
+    let q = "SELECT duration_ns FROM steps WHERE duration_ns IS NOT NULL ORDER BY start_ts LIMIT 1";
+    let d: i64 = csv_value(&ds, q).parse().unwrap();
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", q]));
+    assert!(table.contains(&format!("| {:.3} ms ", d as f64 / 1e6)), "{d} {table}");
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", "SELECT 1.0 / 3 AS third"]));
+    assert!(table.contains("| 0.333333 |"), "{table}");
+}
+
+/// The snapshot's time_us, peak and byte columns by their unit (finding 4: `snap_peak.active_peak`
+/// printed raw).
+#[test]
+fn snapshot_views_show_bytes_and_times() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = dir.path().join("s.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(shared_fixture("snapshots/real/cuda_transformer_forward.pickle"))
+            .arg("-o")
+            .arg(&ds),
+    );
+    let peak: i64 = csv_value(&ds, "SELECT active_peak FROM snap_peak").parse().unwrap();
+    let (table, _) = run_ok(
+        memq()
+            .arg("sql")
+            .arg(&ds)
+            .args(["-e", "SELECT active_peak, active_peak_time_us FROM snap_peak"]),
+    );
+    let gib = peak as f64 / (1u64 << 30) as f64;
+    assert!(table.contains(&format!("| {gib:.2} GiB ")), "{table}");
+    let t: i64 = csv_value(&ds, "SELECT active_peak_time_us FROM snap_peak").parse().unwrap();
+    assert!(table.contains(&format!(".{:06}Z +", t % 1_000_000)), "{table}");
+}
+
+/// Issue 11, finding 5: table-function arguments are checked (a clear error, not 0 rows), and
+/// a moment may be written readably or as a scalar subquery.
+#[test]
+fn table_function_arguments_are_checked_and_readable() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let fails = |sql: &str| run_err(memq().arg("sql").arg(&ds).args(["-e", sql])).1;
+    let count = |sql: &str| csv_value(&ds, sql);
+    let peak: i64 = csv_value(
+        &ds,
+        "SELECT ts FROM curve WHERE pool = 'PTA' ORDER BY live_bytes DESC, ts LIMIT 1",
+    )
+    .parse()
+    .unwrap();
+    let e = fails(&format!("SELECT * FROM breakdown_at({peak}, 'pta')"));
+    assert!(e.contains("unknown pool 'pta'; did you mean 'PTA'?"), "{e}");
+    let us = peak / 1000;
+    let e = fails(&format!("SELECT * FROM breakdown_at({us}, 'PTA')"));
+    assert!(
+        e.contains("looks like µs") && e.contains(&format!("use {}", us * 1000)),
+        "{e}"
+    );
+    let e = fails("SELECT * FROM window_summary(0, 5)");
+    assert!(e.contains("window_summary: t1: 5 is not in the run"), "{e}");
+    // Readable forms give the rows of the moment they name.
+    let at = |arg: &str| count(&format!("SELECT count(*) FROM breakdown_at({arg}, 'PTA')"));
+    let expected = at(&peak.to_string());
+    assert_ne!(expected, "0");
+    assert_eq!(at("'peak'"), expected);
+    assert_eq!(
+        at("(SELECT ts FROM curve WHERE pool = 'PTA' ORDER BY live_bytes DESC, ts LIMIT 1)"),
+        expected
+    );
+    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events").parse().unwrap();
+    assert_eq!(at("'+0.1s'"), at(&(start + 100_000_000).to_string()));
+    let e = fails("SELECT * FROM breakdown_at((SELECT ts FROM curve), 'PTA')");
+    assert!(e.contains("a scalar subquery must give one"), "{e}");
+    let e = fails("SELECT * FROM breakdown_at('yesterday')");
+    assert!(e.contains("'yesterday' is not a moment"), "{e}");
+
+    let snap = dir.path().join("s.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(shared_fixture("snapshots/real/torch_npu_two_devices.pkl"))
+            .arg("-o")
+            .arg(&snap),
+    );
+    let fails = |sql: &str| run_err(memq().arg("sql").arg(&snap).args(["-e", sql])).1;
+    let e = fails("SELECT * FROM snap_compare('torch_npu_two_devices', 'x')");
+    assert!(
+        e.contains("unknown snapshot 'torch_npu_two_devices'; did you mean 'torch_npu_two_devices.pkl'?"),
+        "{e}"
+    );
+    let e = fails("SELECT * FROM state_at(5, NULL, 7)");
+    assert!(e.contains("unknown device 7 (devices: 0, 1)"), "{e}");
+    let e = fails("SELECT * FROM state_at(5, 'torch_npu_two_devices.pkl', 2)");
+    assert!(e.contains("unknown device 2 (devices of torch_npu_two_devices.pkl: 0, 1)"), "{e}");
+    let n = csv_value(&snap, "SELECT count(*) FROM state_at(5, 'torch_npu_two_devices.pkl', 1)");
+    assert_ne!(n, "0");
+}
+
+/// Issue 11: `--format line` (one record per row) and `--chart` (bars over text, a curve over
+/// numbers and times).
+#[test]
+fn line_format_and_charts() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let (out, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "--format",
+        "line",
+        "-e",
+        "SELECT pool, peak_bytes FROM peaks ORDER BY peak_bytes DESC LIMIT 2",
+    ]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("-[ row 1 ]---"), "{out}");
+    assert!(lines[1].starts_with("pool       | "), "{out}");
+    assert!(lines[2].starts_with("peak_bytes | ") && lines[2].ends_with("iB"), "{out}");
+    assert!(lines[3].starts_with("-[ row 2 ]---"), "{out}");
+    assert_eq!(lines.last(), Some(&"2 rows"), "{out}");
+    let q = "SELECT pool, max(live_bytes) AS peak FROM curve GROUP BY pool ORDER BY peak DESC";
+    let pools = csv_value(&ds, "SELECT count(DISTINCT pool) FROM curve");
+    let (out, _) = run_ok(memq().arg("sql").arg(&ds).args(["--chart", "-e", q]));
+    let bars = out.lines().filter(|l| l.contains(" │█")).count();
+    assert_eq!(bars.to_string(), pools, "{out}");
+    let (out, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "--chart",
+        "-e",
+        "SELECT ts, live_bytes FROM curve WHERE pool = 'HAL' ORDER BY ts",
+    ]));
+    let n = csv_value(&ds, "SELECT count(*) FROM curve WHERE pool = 'HAL' AND live_bytes IS NOT NULL");
+    assert!(out.starts_with(&format!("live_bytes over ts ({n} points)\n")), "{out}");
+    assert!(out.contains(" ┤") && out.contains("└─") && out.contains("+0.000000 s"), "{out}");
+}
+
+/// Issue 11, finding 9: `memq sql --param` binds `$name` as a typed value; every command on a
+/// raw input goes through the ingest cache, so only the first one ingests (the cache's note and
+/// the dataset's unchanged manifest say so); `--no-cache` leaves the cache alone.
+#[test]
+fn every_command_on_a_raw_input_uses_the_ingest_cache() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let dump = dir.path().join("baseline.csv");
+    std::fs::copy(
+        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        &dump,
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let cmd = |args: &[&str]| {
+        let mut c = memq();
+        c.args(&args[..1])
+            .arg(&dump)
+            .args(&args[1..])
+            .env("XDG_CACHE_HOME", &cache);
+        c
+    };
+    let (out, err) = run_ok(&mut cmd(&[
+        "sql",
+        "-e",
+        "SELECT $n + 1 AS n1, $who AS who, count(*) AS rows FROM events",
+        "--param",
+        "n=41",
+        "--param",
+        "who='a b'",
+        "--format",
+        "csv",
+    ]));
+    assert_eq!(out, "n1,who,rows\n42,a b,121\n");
+    assert!(err.contains("ingested into cache"), "{err}");
+    let datasets: Vec<std::path::PathBuf> = std::fs::read_dir(cache.join("memq/datasets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(datasets.len(), 1, "{datasets:?}");
+    let manifest = datasets[0].join("manifest.json");
+    let stamp = std::fs::metadata(&manifest).unwrap().modified().unwrap();
+
+    let q = dir.path().join("q.sql");
+    std::fs::write(&q, "SELECT count(*) AS n FROM events;\n").unwrap();
+    let export = dir.path().join("export");
+    let db = dir.path().join("x.db");
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["sql", "-e", "SELECT count(*) AS n FROM events"],
+        vec!["run", q.to_str().unwrap()],
+        vec!["export", "--views", "peaks", "-o", export.to_str().unwrap()],
+        vec!["report"],
+        vec!["check", "--max-peak", "1TiB"],
+        vec!["to-db", "-o", db.to_str().unwrap()],
+    ];
+    for args in &runs {
+        let (_, err) = run_ok(&mut cmd(args));
+        assert!(
+            err.contains(&format!("using cached dataset {}", datasets[0].display())),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("ingested"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        std::fs::metadata(&manifest).unwrap().modified().unwrap(),
+        stamp,
+        "the cached dataset was not rebuilt"
+    );
+    let (out, err) = run_ok(&mut cmd(&[
+        "sql",
+        "--no-cache",
+        "-e",
+        "SELECT count(*) AS n FROM events",
+        "--format",
+        "csv",
+    ]));
+    assert_eq!(out, "n\n121\n");
+    assert!(!err.contains("cache"), "{err}");
+}
+
+/// Issue 11, agent mode: with `AI_AGENT` set and stdout a pipe (or with `--agent`), results are
+/// Markdown tables with `name:TYPE` headers and raw values, cut at `--maxrows` with a count, and
+/// errors are one JSON line on stderr; without either, the usual table.
+#[test]
+fn agent_mode_writes_typed_markdown_and_json_errors() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = dir.path().join("b.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
+            .arg("-o")
+            .arg(&ds),
+    );
+    let agent = |args: &[&str]| {
+        let mut c = memq();
+        c.arg("sql").arg(&ds).args(args).env("AI_AGENT", "1");
+        c
+    };
+    let (out, _) = run_ok(&mut agent(&[
+        "-e",
+        "SELECT event, count(*) AS n, max(size) AS size FROM events WHERE event = 'MALLOC' GROUP BY event",
+    ]));
+    let engine_rows = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let e = memq_engine::Engine::open(&ds, &memq::catalog())
+            .await
+            .unwrap();
+        rows(
+            &e,
+            "SELECT count(*), max(size) FROM events WHERE event = 'MALLOC'",
+        )
+        .await
+    });
+    assert_eq!(
+        out,
+        format!(
+            "| event:VARCHAR | n:BIGINT | size:BIGINT |\n|---|---|---|\n| MALLOC | {} | {} |\n",
+            engine_rows[0][0], engine_rows[0][1]
+        )
+    );
+    let (out, _) = run_ok(&mut agent(&[
+        "-e",
+        "SELECT id FROM events ORDER BY id",
+        "--maxrows",
+        "2",
+    ]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert_eq!(lines[0], "| id:BIGINT |");
+    assert_eq!(
+        lines[4],
+        "121 rows, 2 shown (LIMIT/OFFSET or --maxrows 0 for the others)"
+    );
+    // An error: one JSON line, the exit status as without agent mode.
+    let (code, err) = run_err(&mut agent(&["-e", "SELECT * FORM events"]));
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(v["kind"], "query");
+    assert_eq!(v["exit_code"], 1);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("syntax error at line 1, column 10"),
+        "{v}"
+    );
+    let (code, err) = run_err(&mut agent(&["--no-such-flag"]));
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(v["kind"], "usage");
+    // --agent without the variable; neither: the table.
+    let mut plain = memq();
+    plain.arg("sql").arg(&ds).args(["-e", "SELECT 1 AS a"]);
+    for v in memq::agent::AGENT_ENV {
+        plain.env_remove(v);
+    }
+    let (out, _) = run_ok(plain.arg("--agent"));
+    assert_eq!(out, "| a:BIGINT |\n|---|\n| 1 |\n");
+    let mut plain = memq();
+    plain.arg("sql").arg(&ds).args(["-e", "SELECT 1 AS a"]);
+    for v in memq::agent::AGENT_ENV {
+        plain.env_remove(v);
+    }
+    let (out, _) = run_ok(&mut plain);
+    assert_eq!(out, "+---+\n| a |\n+---+\n| 1 |\n+---+\n1 row\n");
+}
+
+/// Issue 11: `SUMMARIZE` gives one row per column with figures that match direct aggregates.
+#[test]
+fn summarize_gives_a_row_per_column() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let q = "SELECT size, pool, owner FROM blocks WHERE pool = 'PTA'";
+    let (out, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "--format",
+        "csv",
+        "-e",
+        &format!("SUMMARIZE {q}"),
+    ]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "column_name,column_type,min,max,approx_unique,avg,std,q25,q50,q75,count,null_percentage"
+    );
+    assert_eq!(lines.len(), 4, "{out}");
+    let direct = csv_value(
+        &ds,
+        &format!("SELECT concat_ws('|', min(size), max(size), count(DISTINCT size)) FROM ({q})"),
+    );
+    let size: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(&size[..2], ["size", "BIGINT"], "{out}");
+    assert_eq!(size[2..5].join("|"), direct, "{out}");
+    let n = csv_value(&ds, &format!("SELECT count(*) FROM ({q})"));
+    let owners = csv_value(&ds, &format!("SELECT count(owner) FROM ({q})"));
+    let owner: Vec<&str> = lines[3].split(',').collect();
+    assert_eq!(owner[10], owners, "{out}");
+    let nulls = 100.0 * (n.parse::<f64>().unwrap() - owners.parse::<f64>().unwrap())
+        / n.parse::<f64>().unwrap();
+    assert!((owner[11].parse::<f64>().unwrap() - nulls).abs() < 1e-9, "{out}");
+    let e = run_err(memq().arg("sql").arg(&ds).args(["-e", "SUMMARIZE nope"])).1;
+    assert!(e.contains("SUMMARIZE: no table or view named nope"), "{e}");
+}
+
+/// `--param NAME=VALUE` also binds `$NAME` for `memq -c` / `-f` and for the shell (piped here),
+/// as a typed value (`$n + 1` is arithmetic, `$who` a string).
+#[test]
+fn params_reach_memq_c_and_the_shell() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = dir.path().join("b.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
+            .arg("-o")
+            .arg(&ds),
+    );
+    let sql = "SELECT $n + 1 AS n1, $who AS who";
+    let (out, _) = run_ok(
+        memq()
+            .args(["-c", sql, "--param", "n=41", "--param", "who='x y'"])
+            .arg(&ds),
+    );
+    assert_eq!(
+        out,
+        "+----+-----+\n| n1 | who |\n+----+-----+\n| 42 | x y |\n+----+-----+\n1 row\n"
+    );
+    let mut child = memq()
+        .args(["--param", "n=1", "--param", "who=z"])
+        .arg(&ds)
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{sql};\n").as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "+----+-----+\n| n1 | who |\n+----+-----+\n| 2  | z   |\n+----+-----+\n1 row\n"
+    );
+    let (code, err) = run_err(memq().args(["-c", "SELECT 1", "--param", "bad"]).arg(&ds));
+    assert_eq!(code, 2);
+    assert!(err.contains("--param bad: expected name=value"), "{err}");
+}

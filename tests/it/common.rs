@@ -23,8 +23,14 @@ pub fn shared_fixture(rel: &str) -> PathBuf {
 }
 
 /// The `memq` binary under test.
+/// The memq binary, as a user's shell runs it (agent detection off: tests that want agent mode
+/// set it themselves).
 pub fn memq() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_memq"))
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_memq"));
+    for v in memq::agent::AGENT_ENV {
+        c.env_remove(v);
+    }
+    c
 }
 
 /// Runs `cmd`, which must succeed; returns (stdout, stderr).

@@ -583,3 +583,177 @@ fn a_big_result_streams_a_bounded_table_and_ctrl_c_stops_it() {
     assert!(all.contains("| 25 "), "{all}");
     quit(p);
 }
+
+/// Issue 11, part C: `\x` shows rows as records, one row too wide for the terminal becomes a
+/// record by itself, `\chart` draws the last result, and `\set raw on` shows stored values.
+#[test]
+fn expanded_display_chart_and_raw_values() {
+    let f = Fixture::new();
+    let mut c = f.command(&[&f.dataset]);
+    c.env("COLUMNS", "80");
+    let mut p = spawn_with_options(
+        c,
+        Options::new()
+            .timeout_ms(Some(60_000))
+            .strip_ansi_escape_codes(true),
+    )
+    .unwrap();
+    p.exp_string(PROMPT).unwrap();
+    // One wide row (the source path alone is wider than 80 columns): a record.
+    p.send_line("SELECT * FROM peaks ORDER BY peak_bytes DESC LIMIT 1;")
+        .unwrap();
+    p.exp_string("-[ row 1 ]").unwrap();
+    p.exp_regex(r"peak_bytes +\| [0-9.]+ [KMG]iB").unwrap();
+    p.exp_string("1 row").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\x").unwrap();
+    p.exp_string("Expanded display is on.").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT pool, max(live_bytes) AS peak FROM curve GROUP BY pool ORDER BY pool;")
+        .unwrap();
+    p.exp_string("-[ row 2 ]").unwrap();
+    p.exp_regex(r"pool \| ").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\chart").unwrap();
+    p.exp_string("peak by pool").unwrap();
+    // (rexpect reads the bars' UTF-8 as Latin-1: match the ASCII around them.)
+    p.exp_regex(r"HAL [^\n]+ [0-9.]+ MiB").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\x off").unwrap();
+    p.exp_string("Expanded display is off.").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\set raw on").unwrap();
+    p.exp_string("Values are shown raw").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("SELECT max(size) AS size FROM events;").unwrap();
+    p.exp_string("18874368").unwrap();
+    quit(p);
+}
+
+/// Issue 11, finding 7: completion by position. After FROM only relations are candidates: a
+/// prefix shared with columns or functions (as `pea` was with `peak_bytes`) completes to the
+/// relation; in WHERE a prefix that is ambiguous among all columns completes to the one column
+/// of the statement's table.
+#[test]
+fn tab_completion_follows_the_statement() {
+    let f = Fixture::new();
+    let vocab = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let e = Engine::open(&f.dataset, &memq::catalog()).await.unwrap();
+        Vocabulary::load(&e.ctx).await
+    });
+    let lower = |s: &str| s.to_ascii_lowercase();
+    // The shortest prefix (2 characters or more) of `name` that only `name` completes among
+    // `here`, while `elsewhere` holds another name with that prefix.
+    let context_prefix = |name: &str, here: &[String], elsewhere: &[String]| -> Option<String> {
+        (2..name.len()).map(|n| &name[..n]).find_map(|p| {
+            let unique = here
+                .iter()
+                .filter(|x| lower(x).starts_with(&lower(p)))
+                .all(|x| lower(x).starts_with(&lower(name)));
+            let ambiguous = elsewhere
+                .iter()
+                .any(|x| lower(x).starts_with(&lower(p)) && !lower(x).starts_with(&lower(name)));
+            (unique && ambiguous).then(|| p.to_string())
+        })
+    };
+    let relations: Vec<String> = vocab.relations().cloned().collect();
+    let everything: Vec<String> = vocab
+        .relations()
+        .chain(&vocab.columns)
+        .chain(&vocab.functions)
+        .cloned()
+        .chain(KEYWORDS.iter().map(|k| k.to_string()))
+        .collect();
+    let (view, from_prefix) = vocab
+        .views
+        .iter()
+        .find_map(|v| context_prefix(v, &relations, &everything).map(|p| (v.clone(), p)))
+        .expect("a view that only the FROM context completes");
+    let peaks_cols = &vocab.columns_of["peaks"];
+    let in_where: Vec<String> = peaks_cols
+        .iter()
+        .chain(&vocab.functions)
+        .cloned()
+        .chain(KEYWORDS.iter().map(|k| k.to_string()))
+        .collect();
+    let (col, prefix) = peaks_cols
+        .iter()
+        .find_map(|c| context_prefix(c, &in_where, &vocab.columns).map(|p| (c.clone(), p)))
+        .expect("a column of peaks that only the statement's context completes");
+    let mut p = f.spawn();
+    p.send(&format!(
+        "SELECT count(*) AS completed_from FROM {from_prefix}"
+    ))
+    .unwrap();
+    p.send("\t").unwrap();
+    p.send(";\r").unwrap();
+    p.flush().unwrap();
+    // The result's header (the typed line echoes the name too, but without the `|`).
+    p.exp_regex(r"\| completed_from +\|").unwrap();
+    p.exp_string("1 row").unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send(&format!(
+        "SELECT count(*) AS completed_where FROM peaks WHERE {prefix}"
+    ))
+    .unwrap();
+    p.send("\t").unwrap();
+    p.send(" IS NOT NULL;\r").unwrap();
+    p.flush().unwrap();
+    // Run with the column (`{prefix}` alone names no column of peaks: that would be an error).
+    p.exp_regex(r"\| completed_where +\|").unwrap();
+    p.exp_string("1 row").unwrap();
+    assert!(col.len() > prefix.len() && view.len() > from_prefix.len());
+    quit(p);
+}
+
+/// Issue 11, finding 8: the banner says what the dataset holds and where to start; `\dv`
+/// groups the analyses by source, the ones of this dataset's source first, and marks those
+/// without data here.
+#[test]
+fn banner_and_dv_guide_a_newcomer() {
+    let f = Fixture::new();
+    let counts = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let e = Engine::open(&f.dataset, &memq::catalog()).await.unwrap();
+        rows(
+            &e,
+            "SELECT count(*), count(DISTINCT device), count(DISTINCT pid) FROM events",
+        )
+        .await
+    });
+    let [events, devices, processes] = &counts[0][..] else {
+        panic!("{counts:?}")
+    };
+    let c = f.command(&[&f.dataset]);
+    let mut p = spawn_with_options(
+        c,
+        Options::new()
+            .timeout_ms(Some(60_000))
+            .strip_ansi_escape_codes(true),
+    )
+    .unwrap();
+    p.exp_string(&format!(
+        "It holds msMemScope: {events} events of {devices} devices and {processes} processes."
+    ))
+    .unwrap();
+    let listed = memq::analyses().iter().filter(|a| !a.private).count();
+    p.exp_string(&format!(
+        "Start with peaks, owner_peaks and leak_summary (SELECT * FROM peaks;); \\dv lists the {listed} analyses by source."
+    ))
+    .unwrap();
+    p.exp_string(PROMPT).unwrap();
+    p.send_line("\\dv").unwrap();
+    p.exp_string("memscope (msMemScope dumps):").unwrap();
+    p.exp_regex(r"\n  peaks +the peak of each memory counter")
+        .unwrap();
+    p.exp_string("snapshot (PyTorch memory snapshots; none in this dataset):")
+        .unwrap();
+    p.exp_regex(r"\n  snap_overview +no data +the allocator state")
+        .unwrap();
+    let marked = memq::analyses()
+        .iter()
+        .filter(|a| !a.private && !a.path.starts_with("memscope/"))
+        .count();
+    p.exp_string(&format!("{marked} analyses marked `no data`"))
+        .unwrap();
+    quit(p);
+}

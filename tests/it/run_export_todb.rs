@@ -204,15 +204,27 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     run_ok(memq().arg("export").arg(&ds).arg("-o").arg(&out));
     let index: memq::export::Index =
         serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
-    let mut expected: Vec<String> = memq::analyses()
-        .into_iter()
-        .filter(|a| !a.is_table_function() && !a.private)
-        .map(|a| a.name)
-        .collect();
+    // Every parameterless analysis of the memscope library; those of the snapshot and profiler
+    // libraries have no data in a memscope dataset and are skipped (issue 11, finding 8).
+    let parameterless = |family: &str| -> Vec<String> {
+        let mut v: Vec<String> = memq::analyses()
+            .into_iter()
+            .filter(|a| !a.is_table_function() && !a.private)
+            .filter(|a| a.path.starts_with(&format!("{family}/")))
+            .map(|a| a.name)
+            .collect();
+        v.sort();
+        v
+    };
+    let expected = parameterless("memscope");
     let mut got: Vec<String> = index.views.iter().map(|v| v.view.clone()).collect();
-    expected.sort();
     got.sort();
     assert_eq!(got, expected);
+    let mut skipped = index.skipped.clone();
+    skipped.sort();
+    let mut others = [parameterless("snapshot"), parameterless("profiler")].concat();
+    others.sort();
+    assert_eq!(skipped, others);
     assert_eq!(index.format, "parquet");
     for v in &index.views {
         let back = read_parquet(&out.join(&v.file)).await;
@@ -438,4 +450,196 @@ async fn to_db_keeps_python_traces_and_replaces_the_file_whole() {
         .filter(|n| n.contains(".tmp-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The 6 real PyTorch snapshots ingested into `dir/snap.memq` (no msMemScope data).
+fn snapshot_dataset(dir: &Path) -> PathBuf {
+    let ds = dir.join("snap.memq");
+    run_ok(
+        memq()
+            .arg("ingest")
+            .arg(shared_fixture("snapshots/real"))
+            .arg("-o")
+            .arg(&ds),
+    );
+    ds
+}
+
+/// The names in a folder, hidden ones included, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 11, findings 8 and 10: on a snapshot-only dataset `memq export` skips the memscope and
+/// profiler analyses (and says so) unless they are named; a non-empty folder is refused unless
+/// `--force`, which replaces a previous export whole (no stale file) and nothing else.
+#[tokio::test]
+async fn export_skips_analyses_without_data_and_replaces_only_its_own_output() {
+    let dir = TempDir::new().unwrap();
+    let ds = snapshot_dataset(dir.path());
+    let engine = Engine::open(&ds, &memq::catalog()).await.unwrap();
+    let out = dir.path().join("ex");
+    let (_, err) = run_ok(memq().arg("export").arg(&ds).arg("-o").arg(&out));
+    let index: memq::export::Index =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    let of = |pred: &dyn Fn(&str) -> bool| -> Vec<String> {
+        let mut v: Vec<String> = memq::analyses()
+            .into_iter()
+            .filter(|a| !a.is_table_function() && !a.private && pred(&a.path))
+            .map(|a| a.name)
+            .collect();
+        v.sort();
+        v
+    };
+    let mut skipped = index.skipped.clone();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        of(&|p| p.starts_with("memscope/") || p.starts_with("profiler/"))
+    );
+    assert!(
+        err.contains(&format!("skipped {} analyses with no data", skipped.len())),
+        "{err}"
+    );
+    let mut written: Vec<String> = index.views.iter().map(|v| v.view.clone()).collect();
+    written.sort();
+    assert_eq!(written, of(&|p| p.starts_with("snapshot/")));
+    for v in &index.views {
+        let n = int(&engine, &format!("SELECT count(*) FROM \"{}\"", v.view)).await;
+        assert_eq!(v.rows as i64, n, "{}", v.view);
+    }
+    let mut files: Vec<String> = index.views.iter().map(|v| v.file.clone()).collect();
+    files.push("index.json".into());
+    files.sort();
+    assert_eq!(listing(&out), files);
+
+    // Not empty: refused, nothing changed.
+    let before = std::fs::read(out.join("index.json")).unwrap();
+    let (code, err) = run_err(
+        memq()
+            .arg("export")
+            .arg(&ds)
+            .args(["--views", "snap_overview", "-o"])
+            .arg(&out),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("the folder is not empty; --force"), "{err}");
+    assert_eq!(listing(&out), files);
+
+    // --force: the previous export is replaced whole; a named analysis without data is written.
+    let (_, err) = run_ok(
+        memq()
+            .arg("export")
+            .arg(&ds)
+            .args(["--views", "snap_overview,peaks", "--force", "-o"])
+            .arg(&out),
+    );
+    assert!(!err.contains("skipped"), "{err}");
+    assert_eq!(
+        listing(&out),
+        ["index.json", "peaks.parquet", "snap_overview.parquet"]
+    );
+    assert_eq!(read_parquet(&out.join("peaks.parquet")).await.len(), 0);
+    assert_ne!(std::fs::read(out.join("index.json")).unwrap(), before);
+
+    // A file memq did not write: refused even with --force, and left alone.
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let (code, err) = run_err(
+        memq()
+            .arg("export")
+            .arg(&ds)
+            .args(["--force", "-o"])
+            .arg(&out),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("not memq's export (notes.txt)"), "{err}");
+    assert_eq!(
+        listing(&out),
+        [
+            "index.json",
+            "notes.txt",
+            "peaks.parquet",
+            "snap_overview.parquet"
+        ]
+    );
+    // No staging folder is left beside the export (the ingest's lock file is).
+    assert_eq!(listing(dir.path()), [".snap.memq.lock", "ex", "snap.memq"]);
+}
+
+/// Issue 11, finding 10: `memq to-db` on a dataset without msMemScope events is an error (exit
+/// 2) that says why, and writes no file.
+#[test]
+fn to_db_refuses_a_dataset_without_memscope_events() {
+    let dir = TempDir::new().unwrap();
+    let ds = snapshot_dataset(dir.path());
+    let db = dir.path().join("x.db");
+    let (code, err) = run_err(memq().arg("to-db").arg(&ds).arg("-o").arg(&db));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("the dataset holds no msMemScope events"),
+        "{err}"
+    );
+    assert_eq!(listing(dir.path()), [".snap.memq.lock", "snap.memq"]);
+    // And on memscope data the count has its grammar.
+    let real = real_dataset(dir.path());
+    let (_, err) = run_ok(memq().arg("to-db").arg(&real).arg("-o").arg(&db));
+    assert!(
+        err.contains("909 rows in memscope_dump, 0 python trace rows in 0 tables"),
+        "{err}"
+    );
+}
+
+/// Ctrl-C (SIGINT) stops `memq run -o DIR` with status 130 and removes the result file being
+/// written (issue 11, `memq run` like `memq sql`).
+#[test]
+fn sigint_stops_memq_run_and_removes_the_partial_output() {
+    use std::process::Stdio;
+    let dir = TempDir::new().unwrap();
+    let ds = real_dataset(dir.path());
+    let q = dir.path().join("long.sql");
+    std::fs::write(
+        &q,
+        "SELECT e.id, g.value FROM events e CROSS JOIN generate_series(1, 10000000) g;\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    let child = memq()
+        .arg("run")
+        .arg(&ds)
+        .arg(&q)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the result file is being written.
+    let t = std::time::Instant::now();
+    while !out.is_dir() || listing(&out).is_empty() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "no output began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let partial = listing(&out);
+    assert!(partial[0].starts_with(".long.parquet.tmp-"), "{partial:?}");
+    let t = std::time::Instant::now();
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(130));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(listing(&out).is_empty(), "{:?}", listing(&out));
 }

@@ -273,7 +273,7 @@ impl DatasetBuilder {
 
     fn sorter(&self) -> Result<SessionContext> {
         self.sorter
-            .get_or_init(|| sort_context().map_err(|e| e.to_string()))
+            .get_or_init(|| sort_context(SORT_BATCH_ROWS).map_err(|e| e.to_string()))
             .clone()
             .map_err(MemqError::Query)
     }
@@ -300,7 +300,14 @@ impl DatasetBuilder {
             threads,
         )?;
         if staging.exists() {
-            let ctx = self.sorter()?;
+            // Wide rows (1 MiB call stacks) get a session of their own with fewer rows per
+            // batch: 8192 of them read back as one batch of gigabytes (issue 13, finding 1).
+            let rows = sort_batch_rows(staging);
+            let ctx = if rows == SORT_BATCH_ROWS {
+                self.sorter()?
+            } else {
+                sort_context(rows)?
+            };
             let name = format!("staging_{index}_{}", def.name);
             ctx.register_parquet(
                 &name,
@@ -610,17 +617,41 @@ fn write_sorted_file(def: &TableDef, batch: &RecordBatch, path: &Path) -> Result
     sink.close()
 }
 
-/// The session that sorts staging files. The sorts spill to disk past SORT_MEMORY_BYTES: one
-/// partition per sort (parsing already uses the cores), a fair pool, and a merge reservation
-/// large enough for wide rows (stacks) keep the external merge inside the budget.
-fn sort_context() -> Result<SessionContext> {
+/// Rows per batch of the ingest sorts, unless the rows are wide.
+const SORT_BATCH_ROWS: usize = 8192;
+
+/// The most bytes a batch of a staging file's sort holds (uncompressed, on average).
+const SORT_BATCH_BYTES: usize = 16 << 20;
+
+/// Rows per batch for sorting `staging`: SORT_BATCH_ROWS, or fewer when its rows average more
+/// than SORT_BATCH_BYTES / SORT_BATCH_ROWS bytes (from the Parquet footer).
+fn sort_batch_rows(staging: &Path) -> usize {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let Some(meta) = File::open(staging)
+        .ok()
+        .and_then(|f| SerializedFileReader::new(f).ok())
+        .map(|r| r.metadata().clone())
+    else {
+        return SORT_BATCH_ROWS;
+    };
+    let rows = meta.file_metadata().num_rows().max(1) as usize;
+    let bytes: i64 = meta.row_groups().iter().map(|g| g.total_byte_size()).sum();
+    let per_row = (bytes.max(0) as usize / rows).max(1);
+    (SORT_BATCH_BYTES / per_row).clamp(1, SORT_BATCH_ROWS)
+}
+
+/// The session that sorts staging files, `batch_rows` rows per batch. The sorts spill to disk
+/// past SORT_MEMORY_BYTES: one partition per sort (parsing already uses the cores), a fair
+/// pool, and a merge reservation large enough for wide rows (stacks) keep the external merge
+/// inside the budget.
+fn sort_context(batch_rows: usize) -> Result<SessionContext> {
     let memory = sort_memory_bytes();
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(Arc::new(FairSpillPool::new(memory)))
         .build_arc()?;
     let mut config = SessionConfig::new()
         .with_target_partitions(1)
-        .with_batch_size(8192);
+        .with_batch_size(batch_rows);
     let exec = &mut config.options_mut().execution;
     exec.sort_spill_reservation_bytes = memory / 8;
     // Read staging files back with the exact types they were written with (no Utf8View), so the
@@ -634,6 +665,8 @@ pub struct ParquetSink {
     path: PathBuf,
     writer: ArrowWriter<File>,
     rows: u64,
+    /// Arrow bytes written into the open row group.
+    group_bytes: usize,
 }
 
 impl ParquetSink {
@@ -653,6 +686,7 @@ impl ParquetSink {
             path: path.to_path_buf(),
             writer,
             rows: 0,
+            group_bytes: 0,
         })
     }
 
@@ -661,9 +695,19 @@ impl ParquetSink {
             return Ok(());
         }
         self.rows += batch.num_rows() as u64;
-        self.writer
-            .write(batch)
-            .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))
+        let err = |e: datafusion::parquet::errors::ParquetError| {
+            MemqError::input(&self.path, Location::None, e.to_string())
+        };
+        self.writer.write(batch).map_err(err)?;
+        // The writer cuts row groups by their encoded bytes; a dictionary column of one long
+        // repeated string encodes small and decodes to gigabytes ("index overflow decoding byte
+        // array" on reading, issue 13 finding 1): cut by the Arrow bytes too.
+        self.group_bytes += batch.get_array_memory_size();
+        if self.group_bytes >= ROW_GROUP_BYTES {
+            self.writer.flush().map_err(err)?;
+            self.group_bytes = 0;
+        }
+        Ok(())
     }
 
     pub fn rows(&self) -> u64 {

@@ -3,10 +3,12 @@
 //! formats only through the [`Catalog`] it is given.
 
 pub mod attribution;
+pub mod calls;
 pub mod functions;
 pub mod guard;
 pub mod lazy;
 pub mod library;
+pub mod summarize;
 pub mod units;
 
 use std::path::{Path, PathBuf};
@@ -82,7 +84,9 @@ impl Engine {
             .build_arc()?;
         let mut config = SessionConfig::new()
             .with_information_schema(true)
-            .with_default_catalog_and_schema("memq", "main");
+            .with_default_catalog_and_schema("memq", "main")
+            // Facts the argument checks and the table view read once (calls.rs).
+            .with_extension(Arc::new(calls::Facts::default()));
         // The tables are stored in their declared order (curve: by series, then time): keep that
         // order through repartitioning instead of sorting again for each window or aggregate.
         config.options_mut().optimizer.prefer_existing_sort = true;
@@ -100,9 +104,7 @@ impl Engine {
         for f in all_functions(catalog) {
             ctx.register_udf(f.udf);
         }
-        for f in guard::guarded_functions() {
-            ctx.register_udf(f);
-        }
+        guard::register(&ctx)?;
         register_library(&ctx, &analyses)?;
         Ok(Engine {
             ctx,
@@ -165,6 +167,7 @@ fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) -> Res
             }),
         );
     }
+    ctx.register_udtf("summarize", Arc::new(summarize::Summarize));
     library::topological(analyses).map_err(MemqError::Query)?;
     Ok(())
 }

@@ -501,26 +501,47 @@ pub fn topological(analyses: &[Analysis]) -> Result<Vec<&Analysis>, String> {
 
 impl TableFunctionImpl for SqlTableFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        let mut values = Vec::new();
+        use crate::calls::{self, Arg};
+        let mut given = Vec::new();
         for (i, e) in args.exprs().iter().enumerate() {
-            match literal(e) {
-                Some(v) => values.push(v),
-                None => {
+            given.push(match (literal(e), e) {
+                (Some(v), _) => Arg::Value(v),
+                (None, Expr::ScalarSubquery(s)) => Arg::Subquery(s.clone()),
+                (None, _) => {
                     return plan_err!(
-                        "{}: argument {} must be a constant (got {e})",
+                        "{}: argument {} must be a constant or a scalar subquery `(SELECT ...)` (got {e})",
                         self.analysis.name,
                         i + 1
                     )
                 }
-            }
+            });
         }
-        let bound = bind(&self.analysis, &values)?;
         let Some(state) = args.session().as_any().downcast_ref::<SessionState>() else {
             return plan_err!("{}: no session state", self.analysis.name);
         };
         // Planning only resolves tables registered in memory, so it completes without I/O.
-        let plan = futures::executor::block_on(plan(state, &self.analysis, bound))?;
-        Ok(Arc::new(ViewTable::new(plan, None)))
+        let plan_with = |values: &[ScalarValue]| -> DfResult<LogicalPlan> {
+            let bound = bind(&self.analysis, values)?;
+            futures::executor::block_on(plan(state, &self.analysis, bound))
+        };
+        if given.len() > self.analysis.params.len() || !calls::needs_checks(&self.analysis, &given)
+        {
+            let values: Vec<ScalarValue> = given
+                .into_iter()
+                .map(|a| match a {
+                    Arg::Value(v) => v,
+                    Arg::Subquery(_) => ScalarValue::Null,
+                })
+                .collect();
+            return Ok(Arc::new(ViewTable::new(plan_with(&values)?, None)));
+        }
+        // Checked, and planned with the real values, when scanned.
+        let plan = plan_with(&calls::stand_in(&self.analysis, &given))?;
+        Ok(Arc::new(calls::CheckedCall {
+            analysis: self.analysis.clone(),
+            args: given,
+            schema: Arc::new(plan.schema().as_arrow().clone()),
+        }))
     }
 }
 

@@ -16,38 +16,38 @@
 -- @column source            VARCHAR input file
 -- @column generation        VARCHAR format generation guessed at ingest: G1, G2, G3
 -- @column ts_unit           VARCHAR timestamp unit as written in the file: ns or us
--- @column rows              BIGINT  rows ingested
--- @column processes         BIGINT  distinct process ids
--- @column devices           BIGINT  distinct Device Ids other than N/A
--- @column pools             BIGINT  distinct pools (Event Type of MALLOC/FREE rows)
--- @column malloc_rows       BIGINT  MALLOC rows
--- @column free_rows         BIGINT  FREE rows
+-- @column rows              BIGINT  count: rows ingested
+-- @column processes         BIGINT  count: distinct process ids
+-- @column devices           BIGINT  count: distinct Device Ids other than N/A
+-- @column pools             BIGINT  count: distinct pools (Event Type of MALLOC/FREE rows)
+-- @column malloc_rows       BIGINT  count: MALLOC rows
+-- @column free_rows         BIGINT  count: FREE rows
 -- @column has_alloc_free    BOOLEAN both MALLOC and FREE rows exist
--- @column owner_rows        BIGINT  MALLOC rows with a non-empty owner
+-- @column owner_rows        BIGINT  count: MALLOC rows with a non-empty owner
 -- @column has_owners        BOOLEAN owner_rows > 0
--- @column py_stack_rows     BIGINT  rows with a non-empty Python call stack
+-- @column py_stack_rows     BIGINT  count: rows with a non-empty Python call stack
 -- @column has_py_stacks     BOOLEAN py_stack_rows > 0
--- @column c_stack_rows      BIGINT  rows with a non-empty C call stack
+-- @column c_stack_rows      BIGINT  count: rows with a non-empty C call stack
 -- @column has_c_stacks      BOOLEAN c_stack_rows > 0
--- @column counter_rows      BIGINT  MALLOC/FREE rows carrying used or total
+-- @column counter_rows      BIGINT  count: MALLOC/FREE rows carrying used or total
 -- @column has_pool_counters BOOLEAN counter_rows > 0
--- @column device_used_rows  BIGINT  rows with device_used >= 0
+-- @column device_used_rows  BIGINT  count: rows with device_used >= 0
 -- @column has_device_used   BOOLEAN device_used_rows > 0
--- @column shadow_rows       BIGINT  rows with shadow:true
+-- @column shadow_rows       BIGINT  count: rows with shadow:true
 -- @column has_shadow        BOOLEAN shadow_rows > 0
--- @column stock_blocks      BIGINT  blocks whose MALLOC is a promoted shadow row (allocated before collection)
--- @column start_trace_rows  BIGINT  SYSTEM START_TRACE rows
--- @column stop_trace_rows   BIGINT  SYSTEM STOP_TRACE rows
+-- @column stock_blocks      BIGINT  count: blocks whose MALLOC is a promoted shadow row (allocated before collection)
+-- @column start_trace_rows  BIGINT  count: SYSTEM START_TRACE rows
+-- @column stop_trace_rows   BIGINT  count: SYSTEM STOP_TRACE rows
 -- @column has_stop_periods  BOOLEAN stop_trace_rows > 0
--- @column snapshot_rows     BIGINT  SNAPSHOT rows
+-- @column snapshot_rows     BIGINT  count: SNAPSHOT rows
 -- @column has_snapshots     BOOLEAN snapshot_rows > 0
--- @column oom_rows          BIGINT  OOM_DETAIL rows
+-- @column oom_rows          BIGINT  count: OOM_DETAIL rows
 -- @column has_oom           BOOLEAN oom_rows > 0
--- @column step_rows         BIGINT  SYSTEM STEP rows
+-- @column step_rows         BIGINT  count: SYSTEM STEP rows
 -- @column has_steps         BOOLEAN step_rows > 0
--- @column access_rows       BIGINT  ACCESS rows
--- @column unmatched_frees   BIGINT  FREE rows without a MALLOC (blocks allocated before collection)
--- @column never_freed       BIGINT  blocks without any FREE (still live at the end)
+-- @column access_rows       BIGINT  count: ACCESS rows
+-- @column unmatched_frees   BIGINT  count: FREE rows without a MALLOC (blocks allocated before collection)
+-- @column never_freed       BIGINT  count: blocks without any FREE (still live at the end)
 WITH
 event_counts AS (
     SELECT source,

@@ -23,7 +23,7 @@
 -- @column bucket      BIGINT  0-based bucket index
 -- @column t0          BIGINT  ns: start of the bucket, ns since the Unix epoch (inclusive)
 -- @column t1          BIGINT  ns: end of the bucket, ns since the Unix epoch (exclusive, except the last bucket)
--- @column points      BIGINT  rows of the series with a value of the metric in the bucket
+-- @column points      BIGINT  count: rows of the series with a value of the metric in the bucket
 -- @column first_bytes BIGINT  bytes: the bucket's first value; NULL when empty
 -- @column last_bytes  BIGINT  bytes: the bucket's last value; NULL when empty
 -- @column min_bytes   BIGINT  bytes: the bucket's smallest value; NULL when empty

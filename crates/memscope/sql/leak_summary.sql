@@ -20,10 +20,10 @@
 -- @column bytes          BIGINT  bytes: sum of their sizes
 -- @column share          DOUBLE  percent: percent (0-100) of the candidate bytes of the series; NULL when those are 0
 -- @column alloc_share    DOUBLE  percent: percent (0-100) of all bytes allocated in the series; NULL when those are 0
--- @column with_shadow    BIGINT  candidates ended by a shadow FREE (fill-in); the others were never freed
+-- @column with_shadow    BIGINT  count: candidates ended by a shadow FREE (fill-in); the others were never freed
 -- @column first_alloc_ts BIGINT  ns: earliest allocation among the candidates, ns since the Unix epoch
 -- @column last_alloc_ts  BIGINT  ns: latest allocation among the candidates, ns since the Unix epoch
--- @column stock_blocks   BIGINT  stock blocks never released (not counted as candidates)
+-- @column stock_blocks   BIGINT  count: stock blocks never released (not counted as candidates)
 -- @column stock_bytes    BIGINT  bytes: sum of their sizes
 WITH
 groups AS (

@@ -18,11 +18,11 @@
 -- @column last_ts       BIGINT  ns: latest timestamp, ns since the Unix epoch
 -- @column first_ts_raw  BIGINT  earliest timestamp as written in the file (µs for G1 sources)
 -- @column last_ts_raw   BIGINT  latest timestamp as written in the file
--- @column owner_rows    BIGINT  rows with a non-empty owner attribute
--- @column shadow_rows   BIGINT  rows with shadow:true
--- @column py_stack_rows BIGINT  rows with a non-empty Python call stack ('NA' counts as a stack, as in the reference)
--- @column c_stack_rows  BIGINT  rows with a non-empty C call stack
--- @column counter_rows  BIGINT  rows carrying a pool counter (used or total)
+-- @column owner_rows    BIGINT  count: rows with a non-empty owner attribute
+-- @column shadow_rows   BIGINT  count: rows with shadow:true
+-- @column py_stack_rows BIGINT  count: rows with a non-empty Python call stack ('NA' counts as a stack, as in the reference)
+-- @column c_stack_rows  BIGINT  count: rows with a non-empty C call stack
+-- @column counter_rows  BIGINT  count: rows carrying a pool counter (used or total)
 -- @column size_bytes    BIGINT  bytes: sum of the Attr size of the rows (MALLOC: bytes allocated; G1 FREE sizes are negative)
 WITH per_group AS (
     SELECT source, pid, device, event, event_type,

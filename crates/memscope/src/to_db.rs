@@ -9,6 +9,8 @@
 //! - `Timestamp(ns)` holds nanoseconds (`events.ts`): sources written in µs are converted, so
 //!   a dataset mixing generations gives one consistent time axis.
 //! - `python_trace_<pid>`: the Python trace records, one table per process, as the tool writes.
+//! - A dataset without msMemScope events (snapshots or profiler CSVs only) is refused: no empty
+//!   db is written.
 //!
 //! memq's own db ingest reads the file back to the same `events` (apart from `source`, `line`,
 //! `row_idx`, and `ts_raw` of µs sources, which becomes the ns value).
@@ -88,6 +90,26 @@ pub async fn to_db(ctx: &SessionContext, out: &Path) -> Result<ToDbReport> {
         .ok_or_else(|| MemqError::Usage(format!("-o {}: not a file name", out.display())))?
         .to_string_lossy()
         .into_owned();
+    // A dataset without msMemScope events (snapshots or profiler CSVs only) has nothing the
+    // db could hold: say so instead of writing an empty db.
+    let events = ctx
+        .sql("SELECT count(*) FROM events")
+        .await?
+        .collect()
+        .await?;
+    let count = events
+        .first()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| b.column(0).as_primitive::<Int64Type>().value(0))
+        .unwrap_or(0);
+    if count == 0 {
+        return Err(MemqError::Usage(
+            "the dataset holds no msMemScope events (its `events` table is empty): to-db converts \
+             msMemScope dumps, and PyTorch snapshots or profiler CSVs have no memscope_dump form; \
+             nothing written"
+                .into(),
+        ));
+    }
     let tmp: PathBuf = out.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let result = write(ctx, &tmp).await;

@@ -34,11 +34,11 @@
 -- @column origin             VARCHAR final (as in the final state) or replayed (put back or resized by undoing later entries)
 -- @column stack_id           BIGINT  block: its allocation stack (the alloc entry at or before seq, else the final block's); segment: the stack that created it; NULL when unknown
 -- @column user_frame         VARCHAR text: first user frame of that stack (snap_stacks)
--- @column live_blocks        BIGINT  segment: count of its blocks in this state; NULL for blocks
+-- @column live_blocks        BIGINT  count: segment: count of its blocks in this state; NULL for blocks
 -- @column allocated_bytes    BIGINT  bytes: segment: bytes of its blocks (Σ size); NULL for blocks
 -- @column pending_free_bytes BIGINT  bytes: segment: bytes of its pending-free blocks; NULL for blocks
 -- @column free_bytes         BIGINT  bytes: segment: bytes not covered by blocks (size - allocated_bytes); NULL for blocks
--- @column internal_waste     BIGINT  segment: bytes lost to rounding in its blocks (Σ size - requested); NULL for blocks
+-- @column internal_waste     BIGINT  bytes: segment: bytes lost to rounding in its blocks (Σ size - requested); NULL for blocks
 WITH
 traces AS (
     SELECT snapshot, device, seq, action, CAST(addr AS BIGINT) AS addr, size, stream, stack_id

@@ -4,7 +4,7 @@
 
 use datafusion::arrow::datatypes::DataType::{Boolean, Int64, UInt64, Utf8};
 
-use memq_core::catalog::{col, req, TableDef};
+use memq_core::catalog::{col, req, TableDef, Unit};
 
 pub const SEGMENTS: &str = "snap_segments";
 pub const BLOCKS: &str = "snap_blocks";
@@ -58,7 +58,7 @@ pub fn blocks() -> TableDef {
             col("device", Int64, "device ordinal of its segment"),
             col("address", UInt64, "block address"),
             req("address_derived", Boolean, "true when the source had no block address and `address` is segment base + offset (the reference shows 0)"),
-            col("offset_in_segment", Int64, "bytes of the earlier blocks of its segment; NULL when one of their sizes is missing"),
+            col("offset_in_segment", Int64, "bytes of the earlier blocks of its segment; NULL when one of their sizes is missing").bytes(),
             col("size", Int64, "bytes the block occupies (after rounding)").bytes(),
             col("requested_size", Int64, "bytes the caller asked for (<= size); from history[0].real_size on legacy blocks").bytes(),
             col("state", Utf8, "active_allocated (in use), active_pending_free (freed, still used by another stream; also spelled active_awaiting_free) or inactive (cached free)"),
@@ -81,10 +81,10 @@ pub fn traces() -> TableDef {
             req("seq", Int64, "0-based position in its device list, counting malformed entries too (the reference's trace_index)"),
             col("action", Utf8, "alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom, workspace_snapshot (torch_npu) or free (merged free)"),
             col("addr", UInt64, "block address (alloc/free_*), segment base (segment_*), start of the range (segment_map/unmap), 0 (snapshot); NULL for oom"),
-            col("device_free", Int64, "oom only: bytes the driver reported free"),
+            col("device_free", Int64, "oom only: bytes the driver reported free").bytes(),
             col("size", Int64, "bytes: requested size (alloc/free_*), segment or range size (segment_*), allocated bytes (snapshot), failed request (oom)").bytes(),
             col("stream", Int64, "stream handle as an integer; 0 = default stream"),
-            col("time_us", Int64, "event time in microseconds (epoch-based, use for order and durations); NULL before PyTorch recorded it"),
+            col("time_us", Int64, "event time in microseconds (epoch-based, use for order and durations); NULL before PyTorch recorded it").unit(Unit::TimeUs),
             col("compile_context", Utf8, "torch.compile context of the event (N/A when none)"),
             col("user_metadata", Utf8, "user metadata of the event (a dict is kept as JSON)"),
             col("pool_id_0", Int64, "first element of the event's memory pool id (newest PyTorch)"),
