@@ -575,42 +575,7 @@ fn functions_that_build_big_values_fail_with_the_limit() {
 /// which the reader refused ("index overflow decoding byte array").
 #[test]
 fn frames_sharing_one_long_string_ingest_and_read_back() {
-    fn text(s: &[u8]) -> Vec<u8> {
-        [&[b'X'][..], &(s.len() as u32).to_le_bytes(), s].concat()
-    }
-    // {segments: [], device_traces: [[{action: alloc, frames: [{name, filename, line}…]}]]}
-    let mut frames = b"](".to_vec();
-    for line in 0..2100i32 {
-        frames.extend(b"}(");
-        frames.extend(text(b"name"));
-        if line == 0 {
-            frames.extend(text(&vec![b'n'; 1 << 20]));
-            frames.push(0x94); // MEMOIZE as memo 0
-        } else {
-            frames.extend(b"h\x00"); // BINGET 0
-        }
-        frames.extend(text(b"filename"));
-        frames.extend(text(b"f.py"));
-        frames.extend(text(b"line"));
-        frames.push(b'J');
-        frames.extend(line.to_le_bytes());
-        frames.extend(b"u");
-    }
-    frames.extend(b"e");
-    let data = [
-        b"\x80\x04}(".to_vec(),
-        text(b"segments"),
-        b"]".to_vec(),
-        text(b"device_traces"),
-        b"]](}(".to_vec(),
-        text(b"action"),
-        text(b"alloc"),
-        text(b"frames"),
-        frames,
-        b"uea".to_vec(),
-        b"u.".to_vec(),
-    ]
-    .concat();
+    let data = memq_snapshot::testdata::frames_sharing_one_name(2100, 1 << 20);
     let work = tempfile::TempDir::new().unwrap();
     let input = work.path().join("long_frames.pickle");
     std::fs::write(&input, data).unwrap();

@@ -232,6 +232,52 @@ impl Format for Snapshot {
     }
 }
 
+/// Pickles the robustness tests build (issue 13, finding 1), shared by this crate's tests and
+/// the integration tests.
+#[doc(hidden)]
+pub mod testdata {
+    /// `{segments: [], device_traces: [[{action: alloc, frames: [{name, filename, line}…]}]]}`
+    /// with `frames` frames whose names are one `name_len`-byte string, written once and then
+    /// recalled from the memo: a small file with `frames × name_len` bytes of frame text.
+    pub fn frames_sharing_one_name(frames: i32, name_len: usize) -> Vec<u8> {
+        fn text(s: &[u8]) -> Vec<u8> {
+            [&[b'X'][..], &(s.len() as u32).to_le_bytes(), s].concat()
+        }
+        let mut list = b"](".to_vec();
+        for line in 0..frames {
+            list.extend(b"}(");
+            list.extend(text(b"name"));
+            if line == 0 {
+                list.extend(text(&vec![b'n'; name_len]));
+                list.push(0x94); // MEMOIZE as memo 0
+            } else {
+                list.extend(b"h\x00"); // BINGET 0
+            }
+            list.extend(text(b"filename"));
+            list.extend(text(b"f.py"));
+            list.extend(text(b"line"));
+            list.push(b'J');
+            list.extend(line.to_le_bytes());
+            list.extend(b"u");
+        }
+        list.extend(b"e");
+        [
+            b"\x80\x04}(".to_vec(),
+            text(b"segments"),
+            b"]".to_vec(),
+            text(b"device_traces"),
+            b"]](}(".to_vec(),
+            text(b"action"),
+            text(b"alloc"),
+            text(b"frames"),
+            list,
+            b"uea".to_vec(),
+            b"u.".to_vec(),
+        ]
+        .concat()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,42 +704,7 @@ mod tests {
     /// bytes, never as one column.
     #[test]
     fn frames_sharing_one_long_string_are_cut_by_bytes() {
-        fn text(s: &[u8]) -> Vec<u8> {
-            [&[b'X'][..], &(s.len() as u32).to_le_bytes(), s].concat()
-        }
-        let long = vec![b'n'; 1 << 20];
-        let mut frames = b"](".to_vec();
-        for line in 0..2100i32 {
-            frames.extend(b"}(");
-            frames.extend(text(b"name"));
-            if line == 0 {
-                frames.extend(text(&long));
-                frames.push(0x94); // MEMOIZE as memo 0
-            } else {
-                frames.extend(b"h\x00");
-            }
-            frames.extend(text(b"filename"));
-            frames.extend(text(b"f.py"));
-            frames.extend(text(b"line"));
-            frames.push(b'J');
-            frames.extend(line.to_le_bytes());
-            frames.extend(b"u");
-        }
-        frames.extend(b"e");
-        let data = [
-            b"\x80\x04}(".to_vec(),
-            text(b"segments"),
-            b"]".to_vec(),
-            text(b"device_traces"),
-            b"]](}(".to_vec(),
-            text(b"action"),
-            text(b"alloc"),
-            text(b"frames"),
-            frames,
-            b"uea".to_vec(),
-            b"u.".to_vec(),
-        ]
-        .concat();
+        let data = crate::testdata::frames_sharing_one_name(2100, 1 << 20);
         let path = Path::new("long.pickle");
         let limit = batches::BATCH_TEXT_BYTES;
         let counts = with_rows(path, &data, |rows, arena| {
