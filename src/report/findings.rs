@@ -352,12 +352,28 @@ fn sources_section(b: &mut Builder) {
 
 // ---------------------------------------------------------------- (2) curves
 
+/// One non-empty bucket of a curve (ns since the Unix epoch, bytes).
+struct Bucket {
+    t0: i64,
+    t1: i64,
+    min: i64,
+    max: i64,
+    /// The value in force at the end of the bucket.
+    end: i64,
+}
+
+impl Bucket {
+    fn mid(&self) -> i64 {
+        self.t0 / 2 + self.t1 / 2
+    }
+}
+
 /// One bucketed series of a metric.
 struct Curve {
     key: Key,
     metric: String,
-    /// (t_mid ns, min, max, end) per non-empty bucket; end carried forward.
-    pts: Vec<(i64, i64, i64, i64)>,
+    /// The non-empty buckets, in time order (empty buckets, with no event, are left out).
+    pts: Vec<Bucket>,
 }
 
 fn curves(d: &Data) -> Vec<Curve> {
@@ -392,7 +408,13 @@ fn curves(d: &Data) -> Vec<Curve> {
             continue;
         };
         if let Some(c) = out.last_mut() {
-            c.pts.push((t0 / 2 + t1 / 2, mn, mx, end));
+            c.pts.push(Bucket {
+                t0,
+                t1,
+                min: mn,
+                max: mx,
+                end,
+            });
         }
     }
     out
@@ -530,16 +552,26 @@ fn curve_section(b: &mut Builder) {
         let mut marker = None;
         let mut best = -1i64;
         for c in cs.iter().filter(|c| c.key.1 == *pid && &c.key.2 == dev) {
-            if c.metric != primary_metric(&c.key.3) || c.pts.is_empty() {
+            // a series that stays at 0 B (e.g. HAL rows of device N/A) draws nothing
+            if c.metric != primary_metric(&c.key.3) || c.pts.iter().all(|p| p.max <= 0) {
                 continue;
             }
             series.push(Series {
                 name: format!("{} {}", c.key.3, c.metric),
-                points: c.pts.iter().map(|p| (b.rel_s(p.0), p.3 as f64)).collect(),
+                points: c
+                    .pts
+                    .iter()
+                    .map(|p| (b.rel_s(p.mid()), p.end as f64))
+                    .collect(),
                 band: c
                     .pts
                     .iter()
-                    .map(|p| (b.rel_s(p.0), p.1 as f64, p.2 as f64))
+                    .map(|p| BandBucket {
+                        x0: b.rel_s(p.t0),
+                        x1: b.rel_s(p.t1),
+                        min: p.min as f64,
+                        max: p.max as f64,
+                    })
                     .collect(),
                 area: false,
             });
@@ -582,7 +614,7 @@ fn curve_section(b: &mut Builder) {
     // shape per series
     let mut rows = Vec::new();
     for c in cs.iter().filter(|c| c.metric == primary_metric(&c.key.3)) {
-        let vals: Vec<i64> = c.pts.iter().map(|p| p.3).collect();
+        let vals: Vec<i64> = c.pts.iter().map(|p| p.end).collect();
         let (shape, turns) = classify(&vals);
         let (words, meaning, sev) = shape_words(shape);
         let turning: Vec<String> = turns
@@ -592,8 +624,8 @@ fn curve_section(b: &mut Builder) {
             .map(|p| {
                 format!(
                     "{} at +{}",
-                    fmt_bytes(p.3),
-                    fmt_dur_ns(p.0 - b.start.unwrap_or(p.0))
+                    fmt_bytes(p.end),
+                    fmt_dur_ns(p.mid() - b.start.unwrap_or(p.mid()))
                 )
             })
             .collect();
@@ -686,7 +718,11 @@ fn curve_section(b: &mut Builder) {
                 };
                 series.push(Series {
                     name: format!("{} {name}", c.key.3),
-                    points: c.pts.iter().map(|p| (b.rel_s(p.0), p.3 as f64)).collect(),
+                    points: c
+                        .pts
+                        .iter()
+                        .map(|p| (b.rel_s(p.mid()), p.end as f64))
+                        .collect(),
                     band: Vec::new(),
                     area: c.metric == "total",
                 });
@@ -745,6 +781,9 @@ fn curve_section(b: &mut Builder) {
     });
 }
 
+/// Bars of a growth-per-step chart at most: more steps are grouped, consecutive ones together.
+const MAX_STEP_BARS: usize = 30;
+
 // ---------------------------------------------------------------- (3) owners and peak
 
 fn owners_section(b: &mut Builder) {
@@ -753,8 +792,9 @@ fn owners_section(b: &mut Builder) {
     let mut charts = 0;
     for bd in &d.breakdowns {
         let head = format!(
-            "Device {} {} at its peak: {} {} at {}",
+            "Device {} (pid {}) {} at its peak: {} {} at {}",
             bd.device,
+            bd.pid,
             bd.pool,
             fmt_bytes(bd.peak_bytes),
             bd.metric,
@@ -810,8 +850,8 @@ fn owners_section(b: &mut Builder) {
             charts += 1;
             blocks.push(Block::Chart(Chart::Bars(BarChart {
                 title: format!(
-                    "Breakdown at the peak — device {} {} (level-1 owner groups)",
-                    bd.device, bd.pool
+                    "Breakdown at the peak — device {} (pid {}) {} (level-1 owner groups)",
+                    bd.device, bd.pid, bd.pool
                 ),
                 unit: "bytes".into(),
                 parts: vec!["live bytes".into()],
@@ -1119,7 +1159,7 @@ fn leak_section(b: &mut Builder) {
         .collect();
     keys.dedup();
     for k in keys.iter().filter(|k| k.3 != "HOST_PINNED").take(8) {
-        let bars: Vec<(String, Vec<f64>)> = d
+        let steps: Vec<(String, f64)> = d
             .step_peaks
             .iter()
             .filter(|r| {
@@ -1128,15 +1168,36 @@ fn leak_section(b: &mut Builder) {
                     && r.s("device") == k.2
                     && r.s("pool") == k.3
             })
-            .filter_map(|r| Some((format!("step {}", r.s("step")), vec![r.f64("growth")?])))
+            .filter_map(|r| Some((r.s("step"), r.f64("growth")?)))
             .collect();
-        if bars.is_empty() {
+        if steps.is_empty() {
             continue;
         }
+        // one bar per step, or per group of consecutive steps when there are many
+        let per_bar = steps.len().div_ceil(MAX_STEP_BARS);
+        let bars: Vec<(String, Vec<f64>)> = steps
+            .chunks(per_bar)
+            .map(|g| {
+                let label = match (g.first(), g.last()) {
+                    (Some(a), Some(z)) if g.len() > 1 => format!("steps {}–{}", a.0, z.0),
+                    (Some(a), _) => format!("step {}", a.0),
+                    _ => String::new(),
+                };
+                (label, vec![g.iter().map(|s| s.1).sum()])
+            })
+            .collect();
+        let what = if per_bar > 1 {
+            format!(
+                "{} complete steps, {per_bar} to a bar: sum of end − start of each",
+                steps.len()
+            )
+        } else {
+            "end − start of each complete step".to_string()
+        };
         blocks.push(Block::Chart(Chart::Bars(BarChart {
             title: format!(
-                "Growth per step — device {} {} (end − start of each complete step)",
-                k.2, k.3
+                "Growth per step — device {} (pid {}) {} ({what})",
+                k.2, k.1, k.3
             ),
             unit: "bytes".into(),
             parts: vec!["growth".into()],
@@ -1889,12 +1950,12 @@ fn snapshot_section(b: &mut Builder) {
                             .collect(),
                         band: tl
                             .iter()
-                            .map(|x| {
-                                (
-                                    mid(x),
-                                    x.f64("active_min").unwrap_or(0.0),
-                                    x.f64("active_max").unwrap_or(0.0),
-                                )
+                            .map(|x| BandBucket {
+                                x0: x.f64("seq0").unwrap_or(0.0),
+                                // a bucket of entries seq0..=seq1 ends where the next begins
+                                x1: x.f64("seq1").unwrap_or(0.0) + 1.0,
+                                min: x.f64("active_min").unwrap_or(0.0),
+                                max: x.f64("active_max").unwrap_or(0.0),
                             })
                             .collect(),
                         area: false,
@@ -2083,6 +2144,7 @@ fn snapshot_section(b: &mut Builder) {
         ));
     }
     if !d.snap_compare.is_empty() {
+        blocks.push(compare_finding(b));
         blocks.push(table(
             "Two snapshots compared (view snap_compare: b − a)",
             &["kind", "#", "key", "a", "b", "change", "count change"],
@@ -2107,6 +2169,120 @@ fn snapshot_section(b: &mut Builder) {
         title: "7. Snapshots: true peak, timeline, segments".into(),
         blocks,
     });
+}
+
+/// The comparison of the first two snapshots given (view snap_compare: b − a).
+fn compare_finding(b: &mut Builder) -> Block {
+    let d = b.d;
+    let (sa, sb) = (d.snapshots[0].clone(), d.snapshots[1].clone());
+    let row_json = |x: &Row| {
+        let mut m = Map::new();
+        for c in [
+            "a_count",
+            "b_count",
+            "diff_count",
+            "a_bytes",
+            "b_bytes",
+            "diff_bytes",
+        ] {
+            m.insert(c.into(), json!(x.i64(c)));
+        }
+        m
+    };
+    let mut totals = Map::new();
+    for x in d.snap_compare.iter().filter(|x| x.s("kind") == "total") {
+        totals.insert(x.s("key"), Value::Object(row_json(&x)));
+    }
+    let changes: Vec<Value> = d
+        .snap_compare
+        .iter()
+        .filter(|x| x.s("kind") != "total")
+        .map(|x| {
+            let mut m = row_json(&x);
+            m.insert("kind".into(), json!(x.s("kind")));
+            m.insert("rank".into(), json!(x.i64("rank")));
+            m.insert("key".into(), json!(x.s("key")));
+            Value::Object(m)
+        })
+        .collect();
+    let total = |k: &str| {
+        d.snap_compare
+            .iter()
+            .find(|x| x.s("kind") == "total" && x.s("key") == k)
+    };
+    let change = |k: &str| -> Option<String> {
+        let x = total(k)?;
+        Some(format!(
+            "{k} {} → {} ({}{})",
+            ob(x.i64("a_bytes")),
+            ob(x.i64("b_bytes")),
+            if x.i64("diff_bytes").unwrap_or(0) > 0 {
+                "+"
+            } else {
+                ""
+            },
+            ob(x.i64("diff_bytes"))
+        ))
+    };
+    let summary: Vec<String> = ["reserved", "allocated", "active_peak"]
+        .iter()
+        .filter_map(|k| change(k))
+        .collect();
+    let mut f = finding(
+        "snapshot_compare",
+        Severity::Info,
+        7,
+        format!("{sb} compared with {sa}"),
+        format!(
+            "From {sa} (a) to {sb} (b): {}.{}",
+            summary.join(", "),
+            if d.snapshots.len() > 2 {
+                format!(
+                    " ({} snapshots given: only the first two are compared; `memq sql` runs snap_compare on any pair.)",
+                    d.snapshots.len()
+                )
+            } else {
+                String::new()
+            }
+        ),
+    );
+    f.evidence.insert("snapshot_a".into(), json!(sa));
+    f.evidence.insert("snapshot_b".into(), json!(sb));
+    f.evidence.insert("totals".into(), Value::Object(totals));
+    f.evidence.insert("changes".into(), json!(changes));
+    for k in ["free", "pending_free", "reserved_peak"] {
+        if let Some(t) = change(k) {
+            f.evidence_text.push(t);
+        }
+    }
+    for kind in ["stack", "user_frame", "segment_size"] {
+        if let Some(x) = d
+            .snap_compare
+            .iter()
+            .find(|x| x.s("kind") == kind && x.i64("rank") == Some(1))
+        {
+            f.evidence_text.push(format!(
+                "largest change by {}: {} {} → {} ({} blocks → {})",
+                kind.replace('_', " "),
+                x.s("key").chars().take(160).collect::<String>(),
+                ob(x.i64("a_bytes")),
+                ob(x.i64("b_bytes")),
+                x.s("a_count"),
+                x.s("b_count")
+            ));
+        }
+    }
+    if let Some(x) = d
+        .snap_compare
+        .iter()
+        .find(|x| x.s("kind") == "stack" && x.i64("diff_bytes").unwrap_or(0) > 0)
+    {
+        f.advice.push(format!(
+            "The live memory that grew most comes from {}: check whether it is kept on purpose (caches, optimizer state) before the next run.",
+            x.s("key").chars().take(160).collect::<String>()
+        ));
+    }
+    b.push(f)
 }
 
 // ---------------------------------------------------------------- (8) verdict

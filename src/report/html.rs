@@ -8,6 +8,11 @@ use super::*;
 const W: f64 = 960.0;
 /// Bar charts are narrower, so that their labels stay readable on a small screen.
 const BW: f64 = 720.0;
+/// Text size of the line charts and segment maps, in viewBox units: 12.7 px when a chart is
+/// drawn 760 px wide (an 800 px window), 18 px at its widest (1100 px, CSS `max-width`).
+const LINE_FONT: f64 = 16.0;
+/// Text size of the bar charts (720 units wide: about 1:1 in an 800 px window).
+const BAR_FONT: f64 = 14.0;
 const PALETTE: [&str; 8] = [
     "#1f5fa8", "#c2362f", "#2a8a3e", "#d9800b", "#7b4fb0", "#8c564b", "#c2458f", "#138c99",
 ];
@@ -85,26 +90,35 @@ fn fmt_x(v: f64, unit: &str) -> String {
     }
 }
 
-fn legend(out: &mut String, items: &[(String, String, bool)], y: f64) {
+/// Average advance of a character of the charts' sans-serif text, in em (DejaVu Sans / Arial
+/// digits and lower case are 0.55–0.64 em; bold a little wider).
+const CHAR_EM: f64 = 0.6;
+
+/// The legend of a chart `width` wide whose text is `font` px (viewBox units) high, its first
+/// row's baseline at `y`, wrapped to as many rows as it needs: the SVG and the baseline of its
+/// last row.
+fn legend(items: &[(String, String, bool)], y: f64, width: f64, font: f64) -> (String, f64) {
+    let mut out = String::new();
     let mut x = 70.0;
     let mut yy = y;
     for (name, color, area) in items {
-        let w = 28.0 + name.chars().count() as f64 * 8.0;
-        if x + w > W - 10.0 {
+        let w = 28.0 + name.chars().count() as f64 * font * CHAR_EM;
+        if x + w > width - 10.0 && x > 70.0 {
             x = 70.0;
-            yy += 20.0;
+            yy += font + 6.0;
         }
         if *area {
             let _ = write!(
                 out,
-                r#"<rect x="{x:.1}" y="{:.1}" width="18" height="11" fill="{color}" fill-opacity="0.3" stroke="{color}"/>"#,
-                yy - 9.0
+                r#"<rect x="{x:.1}" y="{:.1}" width="18" height="{:.1}" fill="{color}" fill-opacity="0.3" stroke="{color}"/>"#,
+                yy - font * 0.72,
+                font * 0.75
             );
         } else {
             let _ = write!(
                 out,
                 r#"<rect x="{x:.1}" y="{:.1}" width="18" height="4" fill="{color}"/>"#,
-                yy - 5.0
+                yy - font * 0.35 - 2.0
             );
         }
         let _ = write!(
@@ -115,22 +129,50 @@ fn legend(out: &mut String, items: &[(String, String, bool)], y: f64) {
         );
         x += w + 14.0;
     }
+    (out, yy)
+}
+
+/// The contiguous runs of a band: a bucket that starts after the previous one ends (the
+/// buckets between had no event) starts a new run.
+fn band_runs(band: &[BandBucket]) -> Vec<&[BandBucket]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=band.len() {
+        if i == band.len() || band[i].x0 > band[i - 1].x1 {
+            if i > start {
+                runs.push(&band[start..i]);
+            }
+            start = i;
+        }
+    }
+    runs
 }
 
 fn line_chart(l: &LineChart) -> String {
     let mut out = String::new();
-    let n_legend = l.series.len();
-    let legend_rows = ((n_legend as f64 * 200.0) / (W - 80.0)).ceil().max(1.0);
-    let top = 24.0 + legend_rows * 20.0;
-    let (left, right, bottom) = (84.0, 24.0, 56.0);
-    let h = 380.0;
+    let items: Vec<(String, String, bool)> = l
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            (
+                s.name.clone(),
+                PALETTE[i % PALETTE.len()].to_string(),
+                s.area,
+            )
+        })
+        .collect();
+    let (legend_svg, legend_end) = legend(&items, 22.0, W, LINE_FONT);
+    let top = legend_end + 22.0;
+    let (left, right, bottom) = (92.0, 24.0, 58.0);
+    let h = 360.0 + top;
     let ph = h - top - bottom;
     let pw = W - left - right;
     let xs = l.series.iter().flat_map(|s| {
         s.points
             .iter()
             .map(|p| p.0)
-            .chain(s.band.iter().map(|b| b.0))
+            .chain(s.band.iter().flat_map(|b| [b.x0, b.x1]))
     });
     let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
     for x in xs {
@@ -157,7 +199,7 @@ fn line_chart(l: &LineChart) -> String {
             s.points
                 .iter()
                 .map(|p| p.1)
-                .chain(s.band.iter().map(|b| b.2))
+                .chain(s.band.iter().map(|b| b.max))
         })
         .fold(0.0, f64::max);
     if let Some((_, my, _)) = &l.marker {
@@ -167,7 +209,8 @@ fn line_chart(l: &LineChart) -> String {
         ymax = 1.0;
     }
     let (ud, un) = byte_unit(ymax);
-    let ystep = nice_step(ymax / ud * 1.08, 5.0);
+    // whole bytes: no 0.5 B ticks
+    let ystep = nice_step(ymax / ud * 1.08, 5.0).max(if un == "B" { 1.0 } else { 0.0 });
     let ytop = ((ymax / ud * 1.08) / ystep).ceil() * ystep;
     let sx = |x: f64| left + (x - x0) / (x1 - x0) * pw;
     let sy = |y: f64| top + ph - (y / ud) / ytop * ph;
@@ -233,21 +276,34 @@ fn line_chart(l: &LineChart) -> String {
         esc(&l.x_label)
     );
     // series
-    let mut items = Vec::new();
     for (i, s) in l.series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
-        items.push((s.name.clone(), color.to_string(), s.area));
-        if s.band.len() >= 2 {
+        for run in band_runs(&s.band) {
+            // step-wise over each bucket's extent: max along the top, min back along the bottom
             let mut pts = String::new();
-            for b in &s.band {
-                let _ = write!(pts, "{:.1},{:.1} ", sx(b.0), sy(b.2));
+            for b in run {
+                let _ = write!(
+                    pts,
+                    "{:.1},{:.1} {:.1},{:.1} ",
+                    sx(b.x0),
+                    sy(b.max),
+                    sx(b.x1),
+                    sy(b.max)
+                );
             }
-            for b in s.band.iter().rev() {
-                let _ = write!(pts, "{:.1},{:.1} ", sx(b.0), sy(b.1));
+            for b in run.iter().rev() {
+                let _ = write!(
+                    pts,
+                    "{:.1},{:.1} {:.1},{:.1} ",
+                    sx(b.x1),
+                    sy(b.min),
+                    sx(b.x0),
+                    sy(b.min)
+                );
             }
             let _ = write!(
                 out,
-                r#"<polygon points="{}" fill="{color}" fill-opacity="0.16" stroke="none"/>"#,
+                r#"<polygon class="band" points="{}" fill="{color}" fill-opacity="0.16" stroke="none"/>"#,
                 pts.trim_end()
             );
         }
@@ -290,7 +346,8 @@ fn line_chart(l: &LineChart) -> String {
             out,
             r##"<circle cx="{x:.1}" cy="{y:.1}" r="5" fill="#fff" stroke="#222" stroke-width="2"/>"##
         );
-        let tw = label.chars().count() as f64 * 8.4 + 14.0;
+        // bold text: a little wider than the average advance
+        let tw = label.chars().count() as f64 * LINE_FONT * (CHAR_EM + 0.03) + 14.0;
         let lx = if x + tw + 12.0 > W - right {
             x - tw - 10.0
         } else {
@@ -309,7 +366,7 @@ fn line_chart(l: &LineChart) -> String {
             esc(label)
         );
     }
-    legend(&mut out, &items, 22.0);
+    out.push_str(&legend_svg);
     out.push_str("</svg>");
     out
 }
@@ -321,7 +378,19 @@ fn bar_chart(b: &BarChart) -> String {
         return out;
     }
     let row = 26.0;
-    let (top, bottom) = (34.0, 40.0);
+    // a legend only when the bars are stacked in several parts
+    let (legend_svg, legend_end) = if b.parts.len() > 1 {
+        let items: Vec<(String, String, bool)> = b
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(j, p)| (p.clone(), PALETTE[j % PALETTE.len()].to_string(), false))
+            .collect();
+        legend(&items, 20.0, BW, BAR_FONT)
+    } else {
+        (String::new(), 20.0)
+    };
+    let (top, bottom) = (legend_end + 14.0, 40.0);
     let label_w = 190.0;
     let value_w = 100.0;
     let h = top + bottom + row * n as f64;
@@ -428,15 +497,7 @@ fn bar_chart(b: &BarChart) -> String {
             })
         );
     }
-    if b.parts.len() > 1 {
-        let items: Vec<(String, String, bool)> = b
-            .parts
-            .iter()
-            .enumerate()
-            .map(|(j, p)| (p.clone(), PALETTE[j % PALETTE.len()].to_string(), false))
-            .collect();
-        legend(&mut out, &items, 20.0);
-    }
+    out.push_str(&legend_svg);
     out.push_str("</svg>");
     out
 }
@@ -462,7 +523,36 @@ fn segment_map(m: &SegmentMap) -> String {
         rects.push((x, row, w, *s));
         x += w + 1.0;
     }
-    let top = 34.0;
+    let alloc: i64 = m.segments.iter().map(|s| s.1).sum();
+    let pend: i64 = m.segments.iter().map(|s| s.2).sum();
+    let items = vec![
+        (
+            format!("allocated {}", fmt_bytes(alloc)),
+            PALETTE[0].to_string(),
+            true,
+        ),
+        (
+            format!("pending free {}", fmt_bytes(pend)),
+            PALETTE[3].to_string(),
+            true,
+        ),
+        (
+            format!("free {}", fmt_bytes(total - alloc - pend)),
+            "#b8bec6".to_string(),
+            true,
+        ),
+        (
+            format!(
+                "reserved {} in {} segments",
+                fmt_bytes(total),
+                m.segments.len()
+            ),
+            "#ffffff".to_string(),
+            true,
+        ),
+    ];
+    let (legend_svg, legend_end) = legend(&items, 20.0, W, LINE_FONT);
+    let top = legend_end + 14.0;
     let h = top + (row + 1) as f64 * (row_h + gap) + 20.0;
     let _ = write!(
         out,
@@ -509,35 +599,7 @@ fn segment_map(m: &SegmentMap) -> String {
         }
         out.push_str("</g>");
     }
-    let alloc: i64 = m.segments.iter().map(|s| s.1).sum();
-    let pend: i64 = m.segments.iter().map(|s| s.2).sum();
-    let items = vec![
-        (
-            format!("allocated {}", fmt_bytes(alloc)),
-            PALETTE[0].to_string(),
-            true,
-        ),
-        (
-            format!("pending free {}", fmt_bytes(pend)),
-            PALETTE[3].to_string(),
-            true,
-        ),
-        (
-            format!("free {}", fmt_bytes(total - alloc - pend)),
-            "#b8bec6".to_string(),
-            true,
-        ),
-        (
-            format!(
-                "reserved {} in {} segments",
-                fmt_bytes(total),
-                m.segments.len()
-            ),
-            "#ffffff".to_string(),
-            true,
-        ),
-    ];
-    legend(&mut out, &items, 20.0);
+    out.push_str(&legend_svg);
     out.push_str("</svg>");
     out
 }
@@ -645,18 +707,16 @@ section{background:#fff;border-radius:8px;padding:6px 18px 14px;margin:14px 0;bo
 section h2{font-size:19px;border-bottom:1px solid #e1e5e9;padding-bottom:6px}
 figure{margin:14px 0;break-inside:avoid;page-break-inside:avoid}
 figcaption{font-weight:600;font-size:14px;margin-bottom:4px}
-svg.chart{width:100%;height:auto;display:block;background:#fff}
+svg.chart{width:100%;max-width:1100px;height:auto;display:block;background:#fff}
 svg.bars{max-width:900px}
 svg .grid{stroke:#e3e7eb;stroke-width:1}
 svg .axis{stroke:#4a525a;stroke-width:1.2}
 svg .tick{stroke:#4a525a}
-svg text{fill:#1d2329;font-family:system-ui,"DejaVu Sans",Arial,sans-serif}
-svg .ax{font-size:14px}
-svg .axl{font-size:14px;fill:#4a525a}
-svg .lg{font-size:14px}
-svg .lb{font-size:14px}
-svg .vl{font-size:14px;fill:#333}
-svg .mk{font-size:14px;font-weight:600}
+svg text{fill:#1d2329;font-family:"DejaVu Sans",Arial,sans-serif;font-size:16px}
+svg.bars text{font-size:14px}
+svg .axl{fill:#4a525a}
+svg .vl{fill:#333}
+svg .mk{font-weight:600}
 .finding{border-left:5px solid #8894a0;background:#f8f9fa;border-radius:4px;padding:8px 12px;margin:10px 0;break-inside:avoid}
 .finding.error{border-left-color:#c2362f;background:#fdf3f2}
 .finding.warning{border-left-color:#d9800b;background:#fdf7ee}
@@ -788,4 +848,61 @@ pub fn render(r: &Report) -> String {
         esc(&r.generated)
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(x0: f64, x1: f64, min: f64, max: f64) -> BandBucket {
+        BandBucket { x0, x1, min, max }
+    }
+
+    #[test]
+    fn a_gap_between_buckets_splits_the_band() {
+        // buckets [0,1) [1,2), nothing in [2,5), then [5,6): two runs
+        let band = vec![
+            bucket(0.0, 1.0, 10.0, 20.0),
+            bucket(1.0, 2.0, 15.0, 30.0),
+            bucket(5.0, 6.0, 5.0, 8.0),
+        ];
+        let runs = band_runs(&band);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0], &band[..2]);
+        assert_eq!(runs[1], &band[2..]);
+        assert!(band_runs(&[]).is_empty());
+        let chart = LineChart {
+            title: "t".into(),
+            x_label: "x".into(),
+            x_unit: "s".into(),
+            series: vec![Series {
+                name: "s".into(),
+                points: vec![(0.5, 20.0), (1.5, 30.0), (5.5, 8.0)],
+                band,
+                area: false,
+            }],
+            marker: None,
+        };
+        let svg = line_chart(&chart);
+        let polys: Vec<&str> = svg
+            .split("<polygon class=\"band\" points=\"")
+            .skip(1)
+            .map(|p| p.split('"').next().unwrap())
+            .collect();
+        assert_eq!(polys.len(), 2, "{svg}");
+        // step-wise: 2 points per bucket on top and 2 back along the bottom
+        assert_eq!(polys[0].split(' ').count(), 8);
+        assert_eq!(polys[1].split(' ').count(), 4);
+        // no band point of the first run lies in the gap (x in (2, 5) s)
+        let xs = |p: &str| -> Vec<f64> {
+            p.split(' ')
+                .map(|xy| xy.split(',').next().unwrap().parse().unwrap())
+                .collect()
+        };
+        let (gap_from, gap_to) = (
+            xs(polys[0]).into_iter().fold(0.0, f64::max),
+            xs(polys[1]).into_iter().fold(f64::MAX, f64::min),
+        );
+        assert!(gap_to - gap_from > 100.0, "{gap_from} .. {gap_to}");
+    }
 }

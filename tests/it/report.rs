@@ -244,6 +244,153 @@ async fn real_memscope_peak_matches_the_peaks_view() {
     );
 }
 
+/// Memory held to the end of the real samples (which have no owners and no step markers) is
+/// split into growing and resident without losing a byte, and the one owner that keeps
+/// allocating over the run is named with its bytes.
+#[tokio::test]
+async fn real_memscope_samples_held_memory() {
+    for name in [
+        "v2_compare_leaks.csv",
+        "v2_compare_baseline.csv",
+        "v1_smoke_multiproc_a.csv",
+    ] {
+        let input = shared_fixture(&format!("memscope/real/{name}"));
+        let ds = shared_dataset(std::slice::from_ref(&input)).await;
+        let engine = memq_engine::Engine::open(&ds, &memq::catalog())
+            .await
+            .unwrap();
+        let r = memq::report::report(&engine, name, &Default::default())
+            .await
+            .unwrap();
+        let bytes = |kind: &str| -> Vec<i64> {
+            r.findings
+                .iter()
+                .filter(|f| f.kind == kind)
+                .map(|f| f.evidence["bytes"].as_i64().unwrap())
+                .collect()
+        };
+        let held = crate::common::int(
+            &engine,
+            "SELECT SUM(size) FROM leak_candidates WHERE NOT stock",
+        )
+        .await;
+        let (leak, resident) = (bytes("leak"), bytes("resident"));
+        assert_eq!(
+            leak.iter().sum::<i64>() + resident.iter().sum::<i64>(),
+            held,
+            "{name}"
+        );
+        assert_eq!(r.metrics.leak_bytes, leak.iter().sum::<i64>(), "{name}");
+        if name == "v1_smoke_multiproc_a.csv" {
+            // pid 2523738 allocates HAL memory from 14.6 s to 24.6 s of a 14.2–24.6 s run and
+            // never frees it; no step markers, so a warning, not an error
+            let want = crate::common::int(
+                &engine,
+                "SELECT SUM(size) FROM leak_candidates WHERE NOT stock AND pid = 2523738 \
+                 AND device = '0' AND pool = 'HAL'",
+            )
+            .await;
+            let f: Vec<_> = r.findings.iter().filter(|f| f.kind == "leak").collect();
+            assert_eq!(f.len(), 1, "{name}");
+            assert_eq!(f[0].evidence["pid"], 2523738);
+            assert_eq!(f[0].evidence["pool"], "HAL");
+            assert_eq!(f[0].evidence["bytes"].as_i64(), Some(want));
+            assert_eq!(f[0].severity, memq::report::Severity::Warning);
+        } else {
+            assert!(leak.is_empty(), "{name}: {leak:?}");
+        }
+    }
+}
+
+/// The min..max band of a memory curve is drawn once per run of contiguous non-empty buckets:
+/// a gap with no event shows no band (v2_compare_leaks is sparse: HAL starts late, PTA comes in
+/// bursts). The runs are counted from `curve_buckets` itself.
+#[tokio::test]
+async fn html_band_is_drawn_per_run_of_buckets() {
+    let input = shared_fixture("memscope/real/v2_compare_leaks.csv");
+    let ds = shared_dataset(std::slice::from_ref(&input)).await;
+    let engine = memq_engine::Engine::open(&ds, &memq::catalog())
+        .await
+        .unwrap();
+    let runs = crate::common::int(
+        &engine,
+        "SELECT SUM(CASE WHEN points > 0 AND COALESCE(prev, 0) = 0 THEN 1 ELSE 0 END) FROM (\
+         SELECT points, LAG(points) OVER (PARTITION BY source, pid, device, pool, metric ORDER BY bucket) AS prev \
+         FROM curve_buckets(240, NULL) \
+         WHERE device = '0' AND ((pool = 'HAL' AND metric = 'live') OR (pool <> 'HAL' AND metric = 'used')))",
+    )
+    .await;
+    let filled = crate::common::int(
+        &engine,
+        "SELECT COUNT(*) FROM curve_buckets(240, NULL) WHERE points > 0 AND device = '0' \
+         AND ((pool = 'HAL' AND metric = 'live') OR (pool <> 'HAL' AND metric = 'used'))",
+    )
+    .await;
+    assert!(runs > 2 && runs < filled, "{runs} runs of {filled} buckets");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let o = memq()
+        .arg("report")
+        .arg(&input)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    let chart = text
+        .split("<svg ")
+        .find(|s| s.contains("<title>Memory over time — device 0 "))
+        .expect("the memory chart of device 0");
+    assert_eq!(chart.matches("class=\"band\"").count() as i64, runs);
+}
+
+/// A run of many steps gets at most 30 bars of growth per step, consecutive steps summed (a
+/// 10 M-event dump has 1790 steps: one bar each made a 1.9 MB page).
+#[test]
+fn many_steps_are_grouped_in_the_growth_chart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = memq_gen::GenConfig::small();
+    cfg.steps = 64;
+    cfg.stop_period = None;
+    cfg.seed = 3;
+    let run = dir.path().join("run");
+    memq_gen::generate(&cfg, &run).expect("generate");
+    let html = dir.path().join("r.html");
+    let o = memq()
+        .arg("report")
+        .arg(&run)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&html).unwrap();
+    let charts: Vec<&str> = text
+        .split("<figure>")
+        .filter(|f| f.contains("<figcaption>Growth per step"))
+        .collect();
+    assert!(!charts.is_empty());
+    for c in charts {
+        let steps: usize = c
+            .split("<figcaption>")
+            .nth(1)
+            .and_then(|t| t.split(" complete steps, ").next())
+            .and_then(|t| t.rsplit('(').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no step count in {}", &c[..200]));
+        assert!(steps > 30, "{steps}");
+        let per_bar = steps.div_ceil(30);
+        assert!(c.contains(&format!("{per_bar} to a bar")));
+        let bars = c.matches("<rect ").count();
+        assert_eq!(bars, steps.div_ceil(per_bar), "{steps} steps");
+        assert!(
+            c.contains(&format!(">steps 1–{per_bar}<")),
+            "first group label"
+        );
+    }
+}
+
 fn snap(name: &str) -> PathBuf {
     shared_fixture(&format!("snapshots/real/{name}"))
 }
@@ -314,6 +461,79 @@ fn snapshot_oom_three_gpus() {
     );
     assert!(findings(&r0, "snapshot_oom").is_empty());
     assert_eq!(findings(&r0, "snapshot_peak").len(), 1);
+}
+
+#[tokio::test]
+async fn two_snapshots_are_compared() {
+    let (a, b) = (
+        snap("cuda_transformer_forward.pickle"),
+        snap("cuda_small_cpp_frames.pickle"),
+    );
+    // the figures, from the snapshot tables and snap_peak of the same two pickles
+    let ds = shared_dataset(&[a.clone(), b.clone()]).await;
+    let engine = memq_engine::Engine::open(&ds, &memq::catalog())
+        .await
+        .unwrap();
+    let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_string();
+    for (first, second) in [(&a, &b), (&b, &a)] {
+        let (na, nb) = (name(first), name(second));
+        let r = report_json(&[first.clone(), second.clone()], &[]);
+        assert_shape(&r);
+        let c = findings(&r, "snapshot_compare");
+        assert_eq!(c.len(), 1, "{:#}", r["findings"]);
+        assert_eq!(c[0]["section"], 7);
+        let ev = &c[0]["evidence"];
+        // b is the snapshot given second
+        assert_eq!(ev["snapshot_a"], na.as_str());
+        assert_eq!(ev["snapshot_b"], nb.as_str());
+        for (key, sql) in [
+            ("reserved", "SELECT SUM(total_size) FROM snap_segments WHERE snapshot = "),
+            (
+                "allocated",
+                "SELECT SUM(size) FROM snap_blocks WHERE state = 'active_allocated' AND snapshot = ",
+            ),
+            ("active_peak", "SELECT SUM(active_peak) FROM snap_peak WHERE snapshot = "),
+        ] {
+            let va = crate::common::int(&engine, &format!("{sql}'{na}'")).await;
+            let vb = crate::common::int(&engine, &format!("{sql}'{nb}'")).await;
+            assert!(va > 0 && vb > 0 && va != vb, "{key}: {va} {vb}");
+            let t = &ev["totals"][key];
+            assert_eq!(t["a_bytes"].as_i64(), Some(va), "{key}");
+            assert_eq!(t["b_bytes"].as_i64(), Some(vb), "{key}");
+            assert_eq!(t["diff_bytes"].as_i64(), Some(vb - va), "{key}");
+        }
+        let segs = |s: &str| format!("SELECT COUNT(*) FROM snap_segments WHERE snapshot = '{s}'");
+        assert_eq!(
+            ev["totals"]["reserved"]["a_count"].as_i64(),
+            Some(crate::common::int(&engine, &segs(&na)).await)
+        );
+        assert_eq!(
+            ev["totals"]["reserved"]["b_count"].as_i64(),
+            Some(crate::common::int(&engine, &segs(&nb)).await)
+        );
+        // the largest change of segment sizes: bytes of segments of one (type, size), b − a
+        let largest = crate::common::int(
+            &engine,
+            &format!(
+                "SELECT d FROM (SELECT segment_type, total_size, \
+                 SUM(CASE WHEN snapshot = '{nb}' THEN total_size ELSE -total_size END) AS d \
+                 FROM snap_segments WHERE snapshot IN ('{na}', '{nb}') GROUP BY segment_type, total_size) \
+                 ORDER BY abs(d) DESC LIMIT 1"
+            ),
+        )
+        .await;
+        let seg1 = ev["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["kind"] == "segment_size" && x["rank"] == 1)
+            .expect("segment_size rank 1");
+        assert_eq!(seg1["diff_bytes"].as_i64(), Some(largest));
+        assert!(c[0]["problem"].as_str().unwrap().contains(&na));
+    }
+    // one snapshot: nothing to compare
+    let r = report_json(&[a], &[]);
+    assert!(findings(&r, "snapshot_compare").is_empty());
 }
 
 #[test]
