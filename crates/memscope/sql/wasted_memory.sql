@@ -58,7 +58,7 @@ peaks AS (
     GROUP BY source, pid, device, pool
 ),
 measured AS (
-    SELECT b.source, b.pid, b.device, b.pool, b.ptr, COALESCE(b.size, 0) AS size, b.owner, b.stack_py,
+    SELECT b.source, b.pid, b.device, b.pool, b.ptr, COALESCE(b.size, 0) AS size, b.owner, b.alloc_row,
            b.alloc_ts, u.first_use, u.last_use, b.end_ts, COALESCE(b.end_ts, d.last_ts) AS until_ts,
            u.gap_from, u.gap_to, p.peak_ts
     FROM blocks b
@@ -79,12 +79,14 @@ judged AS (
            peak_ts IS NOT NULL AND peak_ts > w_from AND peak_ts < w_to AS covers_peak
     FROM intervals
 )
-SELECT source, pid, device, pool, ptr, size, owner, user_frame(stack_py) AS user_frame, kind, 'access' AS origin,
-       alloc_ts, first_use AS first_use_ts, last_use AS last_use_ts, end_ts,
-       w_from AS wasted_from, w_to AS wasted_to, wasted_ns, peak_ts,
-       CASE WHEN covers_peak THEN size ELSE 0 END AS peak_saving
-FROM judged
-WHERE wasted_ns > 0 AND (covers_peak OR 2 * wasted_ns >= until_ts - alloc_ts)
+-- the call stack is read only for the intervals listed
+SELECT j.source, j.pid, j.device, j.pool, j.ptr, j.size, j.owner, user_frame(b.stack_py) AS user_frame, j.kind, 'access' AS origin,
+       j.alloc_ts, j.first_use AS first_use_ts, j.last_use AS last_use_ts, j.end_ts,
+       j.w_from AS wasted_from, j.w_to AS wasted_to, j.wasted_ns, j.peak_ts,
+       CASE WHEN j.covers_peak THEN j.size ELSE 0 END AS peak_saving
+FROM judged j
+JOIN blocks b ON b.source = j.source AND b.alloc_row = j.alloc_row
+WHERE j.wasted_ns > 0 AND (j.covers_peak OR 2 * j.wasted_ns >= j.until_ts - j.alloc_ts)
 UNION ALL
 SELECT source, pid, device, pool, ptr, size, owner, user_frame(stack_py), trim(kind), 'tool',
        ts, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
