@@ -120,7 +120,8 @@ async fn user_frame_and_categorize_take_their_rules_from_a_query() {
 
 /// A dump written by hand with ACCESS rows (collected with `--events=...,access`) whose truth
 /// the test states: A is allocated long before its first use and idle at the peak, B is held
-/// after its last use across the peak, C idles between two uses after the peak.
+/// after its last use across the peak, D idles between two uses across the peak, C idles only
+/// after the peak (no saving there, not listed).
 fn access_dump(dir: &std::path::Path) -> PathBuf {
     const T: i64 = 1_764_900_000_000_000_000;
     let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
@@ -160,16 +161,20 @@ fn access_dump(dir: &std::path::Path) -> PathBuf {
             Some(live),
         );
     };
+    alloc(&mut row, 50, 0x4000_0000, 4, 5 * mb, false); // D
+    row("ACCESS", "WRITE", 60, 0x4000_0000, 4, 5 * mb, None);
     alloc(&mut row, 100, 0x1000_0000, 1, 100 * mb, false); // A
     alloc(&mut row, 200, 0x2000_0000, 2, 50 * mb, false); // B
     row("ACCESS", "READ", 210, 0x2000_0000, 2, 50 * mb, None);
     row("ACCESS", "WRITE", 250, 0x2000_0000, 2, 50 * mb, None); // B's last use
-    alloc(&mut row, 300, 0x3000_0000, 3, 10 * mb, false); // C: the peak, 160 MiB
+    alloc(&mut row, 300, 0x3000_0000, 3, 10 * mb, false); // C: the peak, 165 MiB
     row("ACCESS", "WRITE", 305, 0x3000_0000, 3, 10 * mb, None);
     alloc(&mut row, 350, 0x2000_0000, 2, 50 * mb, true); // B freed
     row("ACCESS", "READ", 500, 0x1000_0000, 1, 100 * mb, None); // A's first use
     row("ACCESS", "READ", 600, 0x1000_0000, 1, 100 * mb, None);
     alloc(&mut row, 700, 0x1000_0000, 1, 100 * mb, true); // A freed
+    row("ACCESS", "READ", 800, 0x4000_0000, 4, 5 * mb, None); // D used again
+    alloc(&mut row, 850, 0x4000_0000, 4, 5 * mb, true);
     row("ACCESS", "READ", 900, 0x3000_0000, 3, 10 * mb, None); // C used again
     alloc(&mut row, 950, 0x3000_0000, 3, 10 * mb, true);
     let path = dir.join("memscope_dump_access.csv");
@@ -211,8 +216,8 @@ async fn wasted_memory_is_ranked_by_what_it_adds_to_the_peak() {
             (0x1000_0000, "early_allocation", 100, 500, 100 * mb),
             // B: last used at 250, freed at 350 — held across the peak
             (0x2000_0000, "late_deallocation", 250, 350, 50 * mb),
-            // C: idle from 305 to 900, after the peak: most of its life, no saving at the peak
-            (0x3000_0000, "temporary_idleness", 305, 900, 0),
+            // D: idle from 60 to 800, across the peak
+            (0x4000_0000, "temporary_idleness", 60, 800, 5 * mb),
         ]
     );
 }

@@ -8,9 +8,9 @@
 --                       the end of the data is wasted to the data's last row);
 --   temporary_idleness  the longest gap between two consecutive accesses.
 -- An interval is listed when the peak of the block's series falls strictly inside it (the first row
--- with the highest paired live bytes) — then freeing at last use (or allocating at first use)
--- would take `size` off that peak: peak_saving — or when it is at least half the block's
--- lifetime. Blocks without any ACCESS row cannot be judged this way; where the tool wrote its
+-- with the highest paired live bytes): freeing at last use (or allocating at first use) would
+-- take `size` off that peak — peak_saving. Intervals away from the peak cost nothing at the peak
+-- and are not listed (a dump with accesses has one or more per block). Blocks without any ACCESS row cannot be judged this way; where the tool wrote its
 -- own verdict (Attr `inefficient_type`, table events.inefficient) each kind it names is listed
 -- with origin 'tool' and no interval.
 --
@@ -86,7 +86,7 @@ SELECT j.source, j.pid, j.device, j.pool, j.ptr, j.size, j.owner, user_frame(b.s
        CASE WHEN j.covers_peak THEN j.size ELSE 0 END AS peak_saving
 FROM judged j
 JOIN blocks b ON b.source = j.source AND b.alloc_row = j.alloc_row
-WHERE j.wasted_ns > 0 AND (j.covers_peak OR 2 * j.wasted_ns >= j.until_ts - j.alloc_ts)
+WHERE j.wasted_ns > 0 AND j.covers_peak
 UNION ALL
 SELECT source, pid, device, pool, ptr, size, owner, user_frame(stack_py), trim(kind), 'tool',
        ts, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
