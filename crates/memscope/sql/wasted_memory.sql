@@ -58,7 +58,7 @@ peaks AS (
     GROUP BY source, pid, device, pool
 ),
 measured AS (
-    SELECT b.source, b.pid, b.device, b.pool, b.ptr, COALESCE(b.size, 0) AS size, b.owner, b.alloc_row,
+    SELECT b.source, b.pid, b.device, b.pool, COALESCE(b.size, 0) AS size, b.alloc_row,
            b.alloc_ts, u.first_use, u.last_use, b.end_ts, COALESCE(b.end_ts, d.last_ts) AS until_ts,
            u.gap_from, u.gap_to, p.peak_ts
     FROM blocks b
@@ -80,7 +80,7 @@ judged AS (
     FROM intervals
 )
 -- the call stack is read only for the intervals listed
-SELECT j.source, j.pid, j.device, j.pool, j.ptr, j.size, j.owner, user_frame(b.stack_py) AS user_frame, j.kind, 'access' AS origin,
+SELECT j.source, j.pid, j.device, j.pool, b.ptr, j.size, b.owner, user_frame(b.stack_py) AS user_frame, j.kind, 'access' AS origin,
        j.alloc_ts, j.first_use AS first_use_ts, j.last_use AS last_use_ts, j.end_ts,
        j.w_from AS wasted_from, j.w_to AS wasted_to, j.wasted_ns, j.peak_ts,
        CASE WHEN j.covers_peak THEN j.size ELSE 0 END AS peak_saving
