@@ -118,7 +118,9 @@ impl Session {
             }
             "\\format" => {
                 let f = Format::parse(arg).ok_or_else(|| {
-                    MemqError::Usage("\\format table|line|chart|csv|tsv|json|ndjson|markdown".into())
+                    MemqError::Usage(
+                        "\\format table|line|chart|csv|tsv|json|ndjson|markdown".into(),
+                    )
                 })?;
                 self.settings.format = f;
                 println!("Output format is {arg}.");

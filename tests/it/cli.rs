@@ -557,7 +557,12 @@ fn g3_dataset(dir: &tempfile::TempDir) -> std::path::PathBuf {
 
 /// The single value of a one-cell csv result.
 fn csv_value(ds: &std::path::Path, sql: &str) -> String {
-    let (out, _) = run_ok(memq().arg("sql").arg(ds).args(["-e", sql, "--format", "csv"]));
+    let (out, _) = run_ok(
+        memq()
+            .arg("sql")
+            .arg(ds)
+            .args(["-e", sql, "--format", "csv"]),
+    );
     out.lines().nth(1).unwrap_or_default().to_string()
 }
 
@@ -568,9 +573,15 @@ fn table_view_shows_values_by_their_unit() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = g3_dataset(&dir);
     let pick = "FROM peaks WHERE pool = 'PTA' ORDER BY peak_ts LIMIT 1";
-    let bytes: i64 = csv_value(&ds, &format!("SELECT peak_bytes {pick}")).parse().unwrap();
-    let ts: i64 = csv_value(&ds, &format!("SELECT peak_ts {pick}")).parse().unwrap();
-    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events").parse().unwrap();
+    let bytes: i64 = csv_value(&ds, &format!("SELECT peak_bytes {pick}"))
+        .parse()
+        .unwrap();
+    let ts: i64 = csv_value(&ds, &format!("SELECT peak_ts {pick}"))
+        .parse()
+        .unwrap();
+    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events")
+        .parse()
+        .unwrap();
     let (table, _) = run_ok(memq().arg("sql").arg(&ds).args([
         "-e",
         &format!("SELECT peak_bytes, -peak_bytes AS neg, peak_ts {pick}"),
@@ -604,7 +615,10 @@ fn table_view_shows_values_by_their_unit() {
         "-e",
         &format!("SELECT peak_bytes, peak_ts {pick}"),
     ]));
-    assert!(raw.contains(&format!("| {bytes} ")) && raw.contains(&format!("| {ts} ")), "{raw}");
+    assert!(
+        raw.contains(&format!("| {bytes} ")) && raw.contains(&format!("| {ts} ")),
+        "{raw}"
+    );
     // Percentages with at most 2 decimals, durations with a unit.
     let q = format!("SELECT max(share) AS s FROM breakdown_at({ts}, 'PTA')");
     let share: f64 = csv_value(&ds, &q).parse().unwrap();
@@ -615,8 +629,16 @@ fn table_view_shows_values_by_their_unit() {
     let q = "SELECT duration_ns FROM steps WHERE duration_ns IS NOT NULL ORDER BY start_ts LIMIT 1";
     let d: i64 = csv_value(&ds, q).parse().unwrap();
     let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", q]));
-    assert!(table.contains(&format!("| {:.3} ms ", d as f64 / 1e6)), "{d} {table}");
-    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args(["-e", "SELECT 1.0 / 3 AS third"]));
+    assert!(
+        table.contains(&format!("| {:.3} ms ", d as f64 / 1e6)),
+        "{d} {table}"
+    );
+    let (table, _) = run_ok(
+        memq()
+            .arg("sql")
+            .arg(&ds)
+            .args(["-e", "SELECT 1.0 / 3 AS third"]),
+    );
     assert!(table.contains("| 0.333333 |"), "{table}");
 }
 
@@ -629,21 +651,28 @@ fn snapshot_views_show_bytes_and_times() {
     run_ok(
         memq()
             .arg("ingest")
-            .arg(shared_fixture("snapshots/real/cuda_transformer_forward.pickle"))
+            .arg(shared_fixture(
+                "snapshots/real/cuda_transformer_forward.pickle",
+            ))
             .arg("-o")
             .arg(&ds),
     );
-    let peak: i64 = csv_value(&ds, "SELECT active_peak FROM snap_peak").parse().unwrap();
-    let (table, _) = run_ok(
-        memq()
-            .arg("sql")
-            .arg(&ds)
-            .args(["-e", "SELECT active_peak, active_peak_time_us FROM snap_peak"]),
-    );
+    let peak: i64 = csv_value(&ds, "SELECT active_peak FROM snap_peak")
+        .parse()
+        .unwrap();
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "-e",
+        "SELECT active_peak, active_peak_time_us FROM snap_peak",
+    ]));
     let gib = peak as f64 / (1u64 << 30) as f64;
     assert!(table.contains(&format!("| {gib:.2} GiB ")), "{table}");
-    let t: i64 = csv_value(&ds, "SELECT active_peak_time_us FROM snap_peak").parse().unwrap();
-    assert!(table.contains(&format!(".{:06}Z +", t % 1_000_000)), "{table}");
+    let t: i64 = csv_value(&ds, "SELECT active_peak_time_us FROM snap_peak")
+        .parse()
+        .unwrap();
+    assert!(
+        table.contains(&format!(".{:06}Z +", t % 1_000_000)),
+        "{table}"
+    );
 }
 
 /// Issue 11, finding 5: table-function arguments are checked (a clear error, not 0 rows), and
@@ -679,7 +708,9 @@ fn table_function_arguments_are_checked_and_readable() {
         at("(SELECT ts FROM curve WHERE pool = 'PTA' ORDER BY live_bytes DESC, ts LIMIT 1)"),
         expected
     );
-    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events").parse().unwrap();
+    let start: i64 = csv_value(&ds, "SELECT min(ts) FROM events")
+        .parse()
+        .unwrap();
     assert_eq!(at("'+0.1s'"), at(&(start + 100_000_000).to_string()));
     let e = fails("SELECT * FROM breakdown_at((SELECT ts FROM curve), 'PTA')");
     assert!(e.contains("a scalar subquery must give one"), "{e}");
@@ -697,14 +728,22 @@ fn table_function_arguments_are_checked_and_readable() {
     let fails = |sql: &str| run_err(memq().arg("sql").arg(&snap).args(["-e", sql])).1;
     let e = fails("SELECT * FROM snap_compare('torch_npu_two_devices', 'x')");
     assert!(
-        e.contains("unknown snapshot 'torch_npu_two_devices'; did you mean 'torch_npu_two_devices.pkl'?"),
+        e.contains(
+            "unknown snapshot 'torch_npu_two_devices'; did you mean 'torch_npu_two_devices.pkl'?"
+        ),
         "{e}"
     );
     let e = fails("SELECT * FROM state_at(5, NULL, 7)");
     assert!(e.contains("unknown device 7 (devices: 0, 1)"), "{e}");
     let e = fails("SELECT * FROM state_at(5, 'torch_npu_two_devices.pkl', 2)");
-    assert!(e.contains("unknown device 2 (devices of torch_npu_two_devices.pkl: 0, 1)"), "{e}");
-    let n = csv_value(&snap, "SELECT count(*) FROM state_at(5, 'torch_npu_two_devices.pkl', 1)");
+    assert!(
+        e.contains("unknown device 2 (devices of torch_npu_two_devices.pkl: 0, 1)"),
+        "{e}"
+    );
+    let n = csv_value(
+        &snap,
+        "SELECT count(*) FROM state_at(5, 'torch_npu_two_devices.pkl', 1)",
+    );
     assert_ne!(n, "0");
 }
 
@@ -723,7 +762,10 @@ fn line_format_and_charts() {
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("-[ row 1 ]---"), "{out}");
     assert!(lines[1].starts_with("pool       | "), "{out}");
-    assert!(lines[2].starts_with("peak_bytes | ") && lines[2].ends_with("iB"), "{out}");
+    assert!(
+        lines[2].starts_with("peak_bytes | ") && lines[2].ends_with("iB"),
+        "{out}"
+    );
     assert!(lines[3].starts_with("-[ row 2 ]---"), "{out}");
     assert_eq!(lines.last(), Some(&"2 rows"), "{out}");
     let q = "SELECT pool, max(live_bytes) AS peak FROM curve GROUP BY pool ORDER BY peak DESC";
@@ -736,9 +778,18 @@ fn line_format_and_charts() {
         "-e",
         "SELECT ts, live_bytes FROM curve WHERE pool = 'HAL' ORDER BY ts",
     ]));
-    let n = csv_value(&ds, "SELECT count(*) FROM curve WHERE pool = 'HAL' AND live_bytes IS NOT NULL");
-    assert!(out.starts_with(&format!("live_bytes over ts ({n} points)\n")), "{out}");
-    assert!(out.contains(" ┤") && out.contains("└─") && out.contains("+0.000000 s"), "{out}");
+    let n = csv_value(
+        &ds,
+        "SELECT count(*) FROM curve WHERE pool = 'HAL' AND live_bytes IS NOT NULL",
+    );
+    assert!(
+        out.starts_with(&format!("live_bytes over ts ({n} points)\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains(" ┤") && out.contains("└─") && out.contains("+0.000000 s"),
+        "{out}"
+    );
 }
 
 /// Issue 11, finding 9: `memq sql --param` binds `$name` as a typed value; every command on a
@@ -940,7 +991,10 @@ fn summarize_gives_a_row_per_column() {
     assert_eq!(owner[10], owners, "{out}");
     let nulls = 100.0 * (n.parse::<f64>().unwrap() - owners.parse::<f64>().unwrap())
         / n.parse::<f64>().unwrap();
-    assert!((owner[11].parse::<f64>().unwrap() - nulls).abs() < 1e-9, "{out}");
+    assert!(
+        (owner[11].parse::<f64>().unwrap() - nulls).abs() < 1e-9,
+        "{out}"
+    );
     let e = run_err(memq().arg("sql").arg(&ds).args(["-e", "SUMMARIZE nope"])).1;
     assert!(e.contains("SUMMARIZE: no table or view named nope"), "{e}");
 }

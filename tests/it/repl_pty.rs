@@ -625,7 +625,8 @@ fn expanded_display_chart_and_raw_values() {
     p.send_line("\\set raw on").unwrap();
     p.exp_string("Values are shown raw").unwrap();
     p.exp_string(PROMPT).unwrap();
-    p.send_line("SELECT max(size) AS size FROM events;").unwrap();
+    p.send_line("SELECT max(size) AS size FROM events;")
+        .unwrap();
     p.exp_string("18874368").unwrap();
     quit(p);
 }

@@ -88,7 +88,9 @@ pub fn scalar_optional(
     let signature = if args.start() == args.end() {
         Signature::any(*args.start(), Volatility::Immutable)
     } else {
-        let arities = args.map(datafusion::logical_expr::TypeSignature::Any).collect();
+        let arities = args
+            .map(datafusion::logical_expr::TypeSignature::Any)
+            .collect();
         Signature::one_of(arities, Volatility::Immutable)
     };
     function(name, usage, doc, signature, returns, body)

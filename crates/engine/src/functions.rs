@@ -67,10 +67,16 @@ fn raise_unless(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let cond = cond.as_boolean();
     let messages = strings(&args[1])?;
     if let Some(i) = (0..cond.len()).find(|&i| cond.is_null(i) || !cond.value(i)) {
-        let message = if messages.is_valid(i) { messages.value(i) } else { "check failed" };
+        let message = if messages.is_valid(i) {
+            messages.value(i)
+        } else {
+            "check failed"
+        };
         return exec_err!("{message}");
     }
-    Ok(Arc::new(datafusion::arrow::array::BooleanArray::from(vec![true; cond.len()])))
+    Ok(Arc::new(datafusion::arrow::array::BooleanArray::from(
+        vec![true; cond.len()],
+    )))
 }
 
 /// The engine's own functions, in listing order.
