@@ -2,6 +2,11 @@
 
 use crate::common::*;
 
+/// `memq ingest INPUT -o DATASET`, which must succeed.
+fn ingest_to(input: std::path::PathBuf, dataset: &std::path::Path) {
+    run_ok(memq().arg("ingest").arg(input).arg("-o").arg(dataset));
+}
+
 #[test]
 fn ingest_then_sql_in_every_format() {
     let dir = tempfile::TempDir::new().unwrap();
@@ -120,13 +125,7 @@ fn exit_codes_and_error_messages() {
         "{err}"
     );
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let out = memq()
         .arg("sql")
         .arg(&ds)
@@ -307,13 +306,7 @@ fn sigint_stops_memq_sql_with_status_130() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let long = "SELECT e.id, g.value FROM events e CROSS JOIN generate_series(1, 10000000) g";
     let target = dir.path().join("never.parquet");
     for extra in [
@@ -370,13 +363,7 @@ fn sigint_stops_memq_sql_with_status_130() {
 fn sql_errors_have_a_caret_and_suggestions() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real"), &ds);
     let err = |q: &str| run_err(memq().arg("sql").arg(&ds).args(["-e", q])).1;
     let e = err("SELECT * FORM events");
     assert_eq!(
@@ -422,13 +409,7 @@ fn scripting_like_duckdb() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let piped = |args: &[&str], input: &str| {
         let mut child = memq()
             .args(args)
@@ -499,13 +480,7 @@ fn scripting_like_duckdb() {
 fn output_files_and_markdown_small_findings() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let (code, err) = run_err(memq().arg("sql").arg(&ds).args([
         "-e",
         "SELECT 1 AS a",
@@ -545,13 +520,7 @@ fn output_files_and_markdown_small_findings() {
 /// The g3 example ingested into a temporary dataset.
 fn g3_dataset(dir: &tempfile::TempDir) -> std::path::PathBuf {
     let ds = dir.path().join("g3.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(fixture("memscope/g3_run"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(fixture("memscope/g3_run"), &ds);
     ds
 }
 
@@ -718,12 +687,9 @@ fn table_function_arguments_are_checked_and_readable() {
     assert!(e.contains("'yesterday' is not a moment"), "{e}");
 
     let snap = dir.path().join("s.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("snapshots/real/torch_npu_two_devices.pkl"))
-            .arg("-o")
-            .arg(&snap),
+    ingest_to(
+        shared_fixture("snapshots/real/torch_npu_two_devices.pkl"),
+        &snap,
     );
     let fails = |sql: &str| run_err(memq().arg("sql").arg(&snap).args(["-e", sql])).1;
     let e = fails("SELECT * FROM snap_compare('torch_npu_two_devices', 'x')");
@@ -879,13 +845,7 @@ fn every_command_on_a_raw_input_uses_the_ingest_cache() {
 fn agent_mode_writes_typed_markdown_and_json_errors() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let agent = |args: &[&str]| {
         let mut c = memq();
         c.arg("sql").arg(&ds).args(args).env("AI_AGENT", "1");
@@ -1007,13 +967,7 @@ fn params_reach_memq_c_and_the_shell() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    run_ok(
-        memq()
-            .arg("ingest")
-            .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
-            .arg("-o")
-            .arg(&ds),
-    );
+    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let sql = "SELECT $n + 1 AS n1, $who AS who";
     let (out, _) = run_ok(
         memq()

@@ -1098,34 +1098,7 @@ async fn g3_steps_and_step_peaks_match_truth() {
         .all(|r| r["complete"] == !r["end_ts"].is_null()));
 
     let peaks = query(&ds.engine, "SELECT * FROM step_peaks").await;
-    let mut checked = 0;
-    for pool in truth["pools"].as_array().unwrap() {
-        for st in pool["steps"].as_array().unwrap() {
-            let Some(peak) = int(&st["peak_used"]) else {
-                continue;
-            };
-            let r = peaks
-                .iter()
-                .find(|r| {
-                    r["device"] == pool["device"]
-                        && r["pool"] == pool["pool"]
-                        && r["step"] == st["step"]
-                })
-                .unwrap_or_else(|| {
-                    panic!(
-                        "step_peaks {} {} step {}",
-                        pool["device"], pool["pool"], st["step"]
-                    )
-                });
-            let ctx = format!("{} {} step {}", pool["device"], pool["pool"], st["step"]);
-            assert_eq!(int(&r["peak_used"]), Some(peak), "{ctx} peak");
-            assert_eq!(int(&r["end_used"]), int(&st["end_used"]), "{ctx} end");
-            if let (Some(e), Some(b)) = (int(&r["end_used"]), int(&r["start_used"])) {
-                assert_eq!(int(&r["growth"]), Some(e - b), "{ctx} growth");
-            }
-            checked += 1;
-        }
-    }
+    let checked = assert_step_peaks_match_truth(&peaks, &truth);
     assert!(checked >= 12, "PTA and HAL of both devices, 3–4 steps each");
     // the leak: PTA ends every complete step higher than the previous one
     for r in peaks
@@ -1294,4 +1267,38 @@ async fn g3_hal_segments_match_truth() {
     assert_eq!(int(&sum[0]["stock"]), Some(promoted_create));
     assert_eq!(sum[0]["expandable"], Value::from(real_create));
     assert!(got.iter().all(|r| r["expandable_segments"] == real_create));
+}
+
+/// Every per-step peak and end level that truth.json states is in `peaks` (view step_peaks)
+/// with the same value, and growth = end - start; returns how many were checked.
+pub(crate) fn assert_step_peaks_match_truth(peaks: &[Row], truth: &Value) -> usize {
+    let mut checked = 0;
+    for pool in truth["pools"].as_array().unwrap() {
+        for st in pool["steps"].as_array().unwrap() {
+            let Some(peak) = int(&st["peak_used"]) else {
+                continue;
+            };
+            let r = peaks
+                .iter()
+                .find(|r| {
+                    r["device"] == pool["device"]
+                        && r["pool"] == pool["pool"]
+                        && r["step"] == st["step"]
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "step_peaks {} {} step {}",
+                        pool["device"], pool["pool"], st["step"]
+                    )
+                });
+            let ctx = format!("{} {} step {}", pool["device"], pool["pool"], st["step"]);
+            assert_eq!(int(&r["peak_used"]), Some(peak), "{ctx} peak");
+            assert_eq!(int(&r["end_used"]), int(&st["end_used"]), "{ctx} end");
+            if let (Some(e), Some(b)) = (int(&r["end_used"]), int(&r["start_used"])) {
+                assert_eq!(int(&r["growth"]), Some(e - b), "{ctx} growth");
+            }
+            checked += 1;
+        }
+    }
+    checked
 }

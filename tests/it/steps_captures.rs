@@ -123,35 +123,7 @@ async fn user_spelled_steps_are_counted_once_with_figures_at_their_ends() {
     assert!(steps.iter().all(|r| r["origin"] == "MSTX_RANGE"));
 
     let peaks: Vec<Row> = query(&engine, "SELECT * FROM step_peaks").await;
-    let mut checked = 0;
-    for pool in truth["pools"].as_array().unwrap() {
-        for st in pool["steps"].as_array().unwrap() {
-            let Some(end_used) = int(&st["end_used"]) else {
-                continue;
-            };
-            let r = peaks
-                .iter()
-                .find(|r| {
-                    r["device"] == pool["device"]
-                        && r["pool"] == pool["pool"]
-                        && r["step"] == st["step"]
-                })
-                .unwrap_or_else(|| {
-                    panic!(
-                        "step_peaks {} {} {}",
-                        pool["device"], pool["pool"], st["step"]
-                    )
-                });
-            let ctx = format!("{} {} step {}", pool["device"], pool["pool"], st["step"]);
-            assert_eq!(
-                int(&r["end_used"]),
-                Some(end_used),
-                "{ctx}: end_used at the real step end"
-            );
-            assert_eq!(int(&r["peak_used"]), int(&st["peak_used"]), "{ctx}: peak");
-            checked += 1;
-        }
-    }
+    let checked = crate::memscope_oom_steps::assert_step_peaks_match_truth(&peaks, &truth);
     assert!(checked >= 12, "{checked} step figures checked");
     // the injected PTA leak: every complete step ends higher than the one before
     let growth: Vec<i64> = peaks
