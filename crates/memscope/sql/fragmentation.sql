@@ -62,11 +62,25 @@ per_series AS (
     FROM samples
     GROUP BY source, pid, device, pool
 ),
--- the 5 lowest-usage samples of each series (ranked first, so the list aggregates only 5 rows)
+-- the 5 lowest-usage samples of each series, without sorting every sample: the minima of 5
+-- disjoint subsets (row_idx mod 5) are 5 different rows, so the 5th lowest usage is at most the
+-- largest of those minima; only the samples at or under that bound are ranked
+bounds AS (
+    SELECT source, pid, device, pool,
+           CASE WHEN COUNT(*) = 5 THEN MAX(low) END AS bound
+    FROM (
+        SELECT source, pid, device, pool, row_idx % 5 AS part, MIN(usage_pct) AS low
+        FROM samples
+        GROUP BY source, pid, device, pool, row_idx % 5
+    ) p
+    GROUP BY source, pid, device, pool
+),
 lowest_ranked AS (
-    SELECT *,
-           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY usage_pct, ts, row_idx) AS usage_rank
-    FROM samples
+    SELECT s.*,
+           ROW_NUMBER() OVER (PARTITION BY s.source, s.pid, s.device, s.pool ORDER BY s.usage_pct, s.ts, s.row_idx) AS usage_rank
+    FROM samples s
+    JOIN bounds b ON b.source = s.source AND (b.pid IS NOT DISTINCT FROM s.pid) AND b.device = s.device AND b.pool = s.pool
+    WHERE b.bound IS NULL OR s.usage_pct <= b.bound
 ),
 lowest AS (
     SELECT source, pid, device, pool,
