@@ -94,12 +94,14 @@ trigger_snapshot AS (
     ) w
     WHERE is_trigger
 ),
--- owners of live blocks, to label RECENT/TOP records
+-- owners of the blocks the RECENT/TOP records name (the few records are matched first, so the
+-- blocks are only probed, never grouped)
 block_owners AS (
-    SELECT capture(source) AS capture, pid, pool, ptr, alloc_ts, MIN(owner) AS owner
-    FROM blocks
-    WHERE alloc_ts IS NOT NULL
-    GROUP BY capture(source), pid, pool, ptr, alloc_ts
+    SELECT capture(b.source) AS capture, b.pid, b.pool, b.ptr, b.alloc_ts, MIN(b.owner) AS owner
+    FROM blocks b
+    JOIN (SELECT DISTINCT pid, pool, ptr, alloc_ts FROM records WHERE kind <> 'trigger') r
+      ON b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
+    GROUP BY capture(b.source), b.pid, b.pool, b.ptr, b.alloc_ts
 )
 SELECT COALESCE(t.source, r.source) AS source,
        r.pid,
