@@ -40,6 +40,9 @@ const EVENTS_RANGE: &str = "SELECT min(ts), max(ts) FROM events";
 const TRACES_RANGE: &str = "SELECT min(time_us), max(time_us) FROM snap_traces";
 const POOLS: &str = "SELECT DISTINCT pool FROM curve WHERE pool IS NOT NULL ORDER BY pool";
 const SNAPSHOTS: &str = "SELECT DISTINCT snapshot FROM snap_info ORDER BY snapshot";
+/// The names a side of `run_diff` may take: a capture (memscope-format §5.9) or a dump file.
+const CAPTURES: &str = "SELECT name FROM (SELECT DISTINCT capture(source) AS name FROM blocks \
+     UNION SELECT DISTINCT source FROM blocks) AS n ORDER BY name";
 /// (device, snapshot) of every snapshot device with segments or trace entries.
 const SNAP_DEVICES: &str = "SELECT DISTINCT device, snapshot FROM (SELECT device, snapshot \
      FROM snap_segments UNION ALL SELECT device, snapshot FROM snap_traces) AS d \
@@ -194,6 +197,8 @@ enum Kind {
     Snapshot,
     /// A snapshot device.
     SnapDevice,
+    /// A capture or dump file of msMemScope (run_diff's sides).
+    Capture,
 }
 
 /// The checked parameters, by the analysis's format (its folder) and the parameter's name.
@@ -204,6 +209,7 @@ fn kind(analysis: &Analysis, param: &str) -> Option<Kind> {
         ("memscope", "t0") => Kind::WindowStart,
         ("memscope", "t1") => Kind::WindowEnd,
         ("memscope", "pool") => Kind::Pool,
+        ("memscope", "a" | "b") => Kind::Capture,
         ("snapshot", "snapshot" | "a" | "b") => Kind::Snapshot,
         ("snapshot", "device") => Kind::SnapDevice,
         _ => return None,
@@ -495,6 +501,12 @@ pub async fn resolve(
                 if let Some(name) = as_text(&values[i]) {
                     let names = facts.names(ctx, SNAPSHOTS).await;
                     check_name(analysis, &p.name, "snapshot", name, &names)?;
+                }
+            }
+            Kind::Capture => {
+                if let Some(name) = as_text(&values[i]) {
+                    let names = facts.names(ctx, CAPTURES).await;
+                    check_name(analysis, &p.name, "capture", name, &names)?;
                 }
             }
             Kind::SnapDevice => {
