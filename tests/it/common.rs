@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeMap;
 
 use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type,
+};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use memq_engine::Engine;
@@ -212,6 +214,7 @@ pub fn json_cell(a: &dyn Array, i: usize) -> Value {
         DataType::Int64 => Value::from(a.as_primitive::<Int64Type>().value(i)),
         DataType::Int32 => Value::from(a.as_primitive::<Int32Type>().value(i)),
         DataType::UInt64 => Value::from(a.as_primitive::<UInt64Type>().value(i)),
+        DataType::UInt32 => Value::from(a.as_primitive::<UInt32Type>().value(i)),
         DataType::Float64 => Value::from(a.as_primitive::<Float64Type>().value(i)),
         DataType::Boolean => Value::from(a.as_boolean().value(i)),
         DataType::Utf8 => Value::from(a.as_string::<i32>().value(i)),

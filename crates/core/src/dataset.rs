@@ -38,8 +38,8 @@ fn sort_memory_bytes() -> usize {
 const ROW_GROUP_BYTES: usize = 128 << 20;
 
 pub const MANIFEST: &str = "manifest.json";
-/// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest).
-pub const SCHEMA_VERSION: u32 = 2;
+/// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest); 3: `steps.step_k`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// `manifest.json`: what the dataset holds and where it came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

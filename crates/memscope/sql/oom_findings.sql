@@ -73,7 +73,7 @@ stream AS (
            CAST(NULL AS BIGINT) AS snapshot_ts, CAST(NULL AS VARCHAR) AS snapshot_name,
            CAST(NULL AS BIGINT) AS size, CAST(NULL AS VARCHAR) AS owner,
            start_ts AS at_ts, FALSE AS recent5, CAST(NULL AS VARCHAR) AS stack, CAST(NULL AS VARCHAR) AS category,
-           ROW_NUMBER() OVER (PARTITION BY capture(source), pid, device ORDER BY start_ts) AS step_k
+           CAST(step_k AS BIGINT) AS step_k
     FROM steps
 ),
 placed AS (

@@ -34,10 +34,9 @@
 -- @column rising_steps    DOUBLE  percent: share of step-to-step changes of held bytes that are increases
 -- @column confidence      VARCHAR high, medium or low (see above)
 WITH
--- steps numbered k = 1, 2, ... per (source, pid, device), as curve.step_k counts them
+-- steps with their position k (steps.step_k, as curve.step_k counts them)
 step_ends AS (
-    SELECT source, pid, device, step, end_ts, complete,
-           ROW_NUMBER() OVER (PARTITION BY source, pid, device ORDER BY start_ts, start_row) AS k
+    SELECT source, pid, device, step, end_ts, complete, CAST(step_k AS BIGINT) AS k
     FROM steps
 ),
 last_complete AS (

@@ -28,10 +28,9 @@
 -- @column growth         BIGINT  bytes: end_used - start_used (growth within the step); NULL for an open step
 -- @column growth_vs_prev BIGINT  bytes: end_used - end_used of the previous complete step of the same pool; NULL for the first one
 WITH
--- steps numbered k = 1, 2, ... in time order per (source, pid, device), as curve.step_k counts
+-- steps with their position k = 1, 2, ... in time order (steps.step_k, as curve.step_k counts)
 step_list AS (
-    SELECT source, pid, device, step, origin, start_ts, end_ts,
-           ROW_NUMBER() OVER (PARTITION BY source, pid, device ORDER BY start_ts, start_row) AS k
+    SELECT source, pid, device, step, origin, start_ts, end_ts, CAST(step_k AS BIGINT) AS k
     FROM steps
 ),
 -- the pools with memory rows on each (source, pid, device)

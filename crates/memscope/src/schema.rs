@@ -214,6 +214,7 @@ pub fn steps() -> TableDef {
             col("pid", Int64, "process id"),
             req("device", Utf8, "Device Id as written"),
             req("step", Int64, "step number: SYSTEM STEP as written; MSTX: the number in the marker's name (`step 12`), else the 1-based order"),
+            req("step_k", UInt32, "1-based position among the steps of its process and device, in time order (what curve.step_k counts)"),
             req("origin", Utf8, "the marker kind the steps come from: SYSTEM_STEP, MSTX_RANGE or MSTX_MARK"),
             req("name", Utf8, "Name of the marker row that starts the step"),
             req("start_ts", Int64, "step start: time of the marker row, ns").time_ns(),

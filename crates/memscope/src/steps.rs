@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Int64Builder, StringBuilder, UInt64Builder,
+    ArrayRef, BooleanBuilder, Int64Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::record_batch::RecordBatch;
 
@@ -129,6 +129,8 @@ struct MarkerRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
     pub step: i64,
+    /// 1-based position among the steps of its process and device, in time order.
+    pub k: u32,
     pub origin: &'static str,
     pub name: String,
     pub start_ts: i64,
@@ -207,7 +209,7 @@ fn steps_of(rows: &[MarkerRow]) -> Vec<Step> {
         .filter(|&i| origin_of(&rows[i]) == Some(origin))
         .collect();
     let mut steps = Vec::with_capacity(starts.len());
-    for (ordinal, (n, &i)) in starts.iter().enumerate().enumerate() {
+    for (n, &i) in starts.iter().enumerate() {
         let start = &rows[i];
         let next = starts.get(n + 1).copied().unwrap_or(rows.len());
         let between = &rows[i + 1..next];
@@ -230,7 +232,8 @@ fn steps_of(rows: &[MarkerRow]) -> Vec<Step> {
                 .find(|r| matches!(r.kind, Kind::Mark(s) if s.end)),
         };
         steps.push(Step {
-            step: number.unwrap_or(ordinal as i64 + 1),
+            step: number.unwrap_or(n as i64 + 1),
+            k: n as u32 + 1,
             origin: origin.name(),
             name: start.name.clone(),
             start_ts: start.ts,
@@ -288,6 +291,7 @@ pub fn steps_batch(source: &str, steps: &[((Option<i64>, String), Vec<Step>)]) -
     let mut pid = Int64Builder::new();
     let mut device = StringBuilder::new();
     let mut step = Int64Builder::new();
+    let mut step_k = UInt32Builder::new();
     let mut origin = StringBuilder::new();
     let mut name = StringBuilder::new();
     let mut start_ts = Int64Builder::new();
@@ -301,6 +305,7 @@ pub fn steps_batch(source: &str, steps: &[((Option<i64>, String), Vec<Step>)]) -
             pid.append_option(*p);
             device.append_value(d);
             step.append_value(s.step);
+            step_k.append_value(s.k);
             origin.append_value(s.origin);
             name.append_value(&s.name);
             start_ts.append_value(s.start_ts);
@@ -315,6 +320,7 @@ pub fn steps_batch(source: &str, steps: &[((Option<i64>, String), Vec<Step>)]) -
         ("pid", Arc::new(pid.finish())),
         ("device", Arc::new(device.finish())),
         ("step", Arc::new(step.finish())),
+        ("step_k", Arc::new(step_k.finish())),
         ("origin", Arc::new(origin.finish())),
         ("name", Arc::new(name.finish())),
         ("start_ts", Arc::new(start_ts.finish())),
@@ -469,6 +475,15 @@ mod tests {
         assert_eq!(index.place(Some(7), "1", Some(10)), None);
         assert_eq!(index.place(Some(8), "0", Some(10)), None);
         assert_eq!(index.place(Some(7), "0", None), None);
+    }
+
+    #[test]
+    fn positions_count_the_steps_whatever_their_numbers() {
+        let mut f = feed();
+        f.row("SYSTEM", "STEP", "4", 10)
+            .row("SYSTEM", "STEP", "9", 20);
+        let steps: Vec<(i64, u32)> = f.0.finish()[0].1.iter().map(|s| (s.step, s.k)).collect();
+        assert_eq!(steps, vec![(4, 1), (9, 2)]);
     }
 
     #[test]
