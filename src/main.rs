@@ -79,8 +79,12 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
         /// Replace an existing dataset.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "append")]
         force: bool,
+        /// Add the inputs to the existing dataset (more ranks of a job): its files are kept as
+        /// they are, sources it holds already are skipped; atomic like any ingest.
+        #[arg(long)]
+        append: bool,
         /// Fail (exit 2, no dataset) if any record cannot be parsed.
         #[arg(long)]
         strict: bool,
@@ -401,11 +405,13 @@ async fn run(cli: Cli) -> Result<()> {
             inputs,
             output,
             force,
+            append,
             strict,
         } => {
             let opts = IngestOptions {
                 output,
                 force,
+                append,
                 strict,
                 progress: true,
             };

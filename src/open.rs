@@ -112,6 +112,7 @@ pub async fn open_inputs_with(
             let opts = IngestOptions {
                 output: target.clone(),
                 force: false,
+                append: false,
                 strict: false,
                 progress,
             };

@@ -375,6 +375,14 @@ impl Session {
                     c.doc.to_string(),
                 ]);
             }
+            if memq_core::dataset::by_rank(name) {
+                rows.push(vec![
+                    memq_core::dataset::RANK_COLUMN.to_string(),
+                    "Int64".into(),
+                    "no".into(),
+                    "rank of the job the row's source belongs to (sources.rank); the files are laid out by it (TABLE/rank=R/), so a filter on it reads that rank's files only".into(),
+                ]);
+            }
             out.push_str(&columns(&rows));
             return Ok(out);
         }

@@ -1400,7 +1400,7 @@ fn oom_section(b: &mut Builder) {
                 .take(10)
                 .map(|r| {
                     vec![
-                        r.s("rank"),
+                        r.s("nth"),
                         r.s("pool"),
                         ob(r.i64("size")),
                         r.s("owner"),

@@ -790,9 +790,9 @@ fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
         // (5) OOM
         oom_events: b.add(
             "oom_events",
-            "SELECT source, pid, device, trigger_id, oom_ts, kind, rank, func, req_size, pool, size, alloc_ts, owner, owner_group, \
+            "SELECT source, pid, device, trigger_id, oom_ts, kind, nth, func, req_size, pool, size, alloc_ts, owner, owner_group, \
              stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free \
-             FROM oom_events ORDER BY oom_ts, kind DESC, rank",
+             FROM oom_events ORDER BY oom_ts, kind DESC, nth",
         ),
         oom_findings: b.add(
             "oom_findings",

@@ -89,6 +89,7 @@ pub async fn ingest_temp(inputs: &[PathBuf]) -> memq::error::Result<Ingested> {
     let opts = IngestOptions {
         output: dataset.clone(),
         force: false,
+        append: false,
         strict: false,
         progress: false,
     };
@@ -134,6 +135,7 @@ pub async fn shared_dataset(inputs: &[PathBuf]) -> PathBuf {
         let opts = IngestOptions {
             output: dataset.clone(),
             force: true,
+            append: false,
             strict: false,
             progress: false,
         };

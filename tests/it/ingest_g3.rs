@@ -165,7 +165,7 @@ async fn g3_typed_columns() {
     assert_eq!(free, o["free"].as_i64().unwrap());
     // Top rows: pool, ptr, size and the allocation time as written, ranked as the tool wrote them.
     let top = &o["top"][0];
-    let r = rows(&engine, "SELECT pool, ptr, size, alloc_ts FROM oom WHERE kind = 'top' AND rank = 1 AND source LIKE '%device_0%'").await;
+    let r = rows(&engine, "SELECT pool, ptr, size, alloc_ts FROM oom WHERE kind = 'top' AND nth = 1 AND source LIKE '%device_0%'").await;
     assert_eq!(
         r,
         vec![vec![

@@ -324,6 +324,7 @@ async fn ingesting_twice_gives_identical_tables_and_refuses_to_overwrite() {
     let opts = memq_ingest::IngestOptions {
         output: a.dataset.clone(),
         force: false,
+        append: false,
         strict: false,
         progress: false,
     };
@@ -334,6 +335,7 @@ async fn ingesting_twice_gives_identical_tables_and_refuses_to_overwrite() {
     assert!(err.to_string().contains("--force"), "{err}");
     let forced = memq_ingest::IngestOptions {
         force: true,
+        append: false,
         ..opts
     };
     memq_ingest::ingest(&inputs[..1], &forced, &memq::catalog())
@@ -484,6 +486,7 @@ async fn bad_rows_become_rejects_kept_verbatim() {
     let opts = memq_ingest::IngestOptions {
         output: out.clone(),
         force: false,
+        append: false,
         strict: true,
         progress: false,
     };

@@ -15,6 +15,7 @@ mod ingest_memscope;
 mod ingest_mixed;
 mod memscope_memory;
 mod memscope_oom_steps;
+mod ranks;
 mod repl_pty;
 mod report;
 mod run_export_todb;

@@ -869,7 +869,7 @@ async fn oom_rules_use_the_snapshot_before_the_trigger_and_whole_stacks() {
     assert_eq!(f["accumulation"], "unknown", "no steps");
     let recent = query(
         &ds.engine,
-        "SELECT rank, alloc_ts, stack_top FROM oom_events WHERE kind = 'recent' ORDER BY rank",
+        "SELECT nth, alloc_ts, stack_top FROM oom_events WHERE kind = 'recent' ORDER BY nth",
     )
     .await;
     assert_eq!(recent.len(), 5);
@@ -904,7 +904,7 @@ async fn g3_oom_records_and_snapshot_match_truth() {
     let ooms = truth["oom"].as_array().unwrap();
     let events = query(
         &ds.engine,
-        "SELECT * FROM oom_events ORDER BY oom_ts, kind, rank",
+        "SELECT * FROM oom_events ORDER BY oom_ts, kind, nth",
     )
     .await;
     let triggers: Vec<&Row> = events.iter().filter(|r| r["kind"] == "trigger").collect();
@@ -1001,7 +1001,7 @@ async fn g3_oom_findings_follow_the_guide() {
     .await;
     let stacks = query(
         &ds.engine,
-        "SELECT count(*) AS n FROM oom_events WHERE kind = 'recent' AND rank <= 5
+        "SELECT count(*) AS n FROM oom_events WHERE kind = 'recent' AND nth <= 5
            AND (NULLIF(trim(stack_py), '') IS NOT NULL OR NULLIF(trim(stack_c), '') IS NOT NULL)",
     )
     .await;

@@ -148,8 +148,8 @@ async fn captures_sharing_a_pid_keep_their_own_oom_records() {
     copy_tree(&g3_output_folder(), &two.join("rank1"), &|s| s.to_string());
 
     let sql =
-        "SELECT capture(source) AS capture, kind, rank, id, size, owner, trigger_id, free_mem \
-               FROM oom_events ORDER BY capture, trigger_id, kind, rank";
+        "SELECT capture(source) AS capture, kind, nth, id, size, owner, trigger_id, free_mem \
+               FROM oom_events ORDER BY capture, trigger_id, kind, nth";
     let (_a, single) = open(&[one]).await;
     let (_b, both) = open(&[two]).await;
     let alone = query(&single, sql).await;

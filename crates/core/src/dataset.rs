@@ -38,8 +38,21 @@ fn sort_memory_bytes() -> usize {
 const ROW_GROUP_BYTES: usize = 128 << 20;
 
 pub const MANIFEST: &str = "manifest.json";
-/// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest); 3: `steps.step_k`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest); 3: `steps.step_k`;
+/// 4: files laid out by rank (`TABLE/rank=R/NNNN.parquet`), `sources.rank/node/device/pid`,
+/// `oom.nth` (was `oom.rank`).
+pub const SCHEMA_VERSION: u32 = 4;
+
+/// The column every table but `sources` has: the rank of the job its source belongs to
+/// (docs/scale-out.md). It is not stored in the files: each table's files are laid out by it,
+/// hive-style, `TABLE/rank=R/NNNN.parquet`, so a query on one rank reads that rank's files only.
+pub const RANK_COLUMN: &str = "rank";
+
+/// Whether `table`'s files are laid out by rank (every table but `sources`, which carries the
+/// rank of each source as a column of its own).
+pub fn by_rank(table: &str) -> bool {
+    table != "sources"
+}
 
 /// `manifest.json`: what the dataset holds and where it came from.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,6 +78,14 @@ pub struct SourceEntry {
     pub rejects: u64,
     pub ts_unit: Option<String>,
     pub generation: Option<String>,
+    /// The rank of the job the source belongs to (crates/ingest/src/ranks.rs).
+    pub rank: i64,
+    /// The machine of the job the source comes from.
+    pub node: String,
+    /// The NPU of its rank (`device_<N>`), when the path names one.
+    pub device: Option<String>,
+    /// The process id of its rank, from the project folder's name.
+    pub pid: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -153,6 +174,8 @@ pub struct DatasetBuilder {
     /// The DataFusion session that sorts staging files; made on first use (a snapshot-only
     /// ingest never needs it).
     sorter: OnceLock<Result<SessionContext, String>>,
+    /// The rank of each source, by source index (0 for an index not given).
+    ranks: Vec<i64>,
 }
 
 impl DatasetBuilder {
@@ -200,6 +223,7 @@ impl DatasetBuilder {
                     .collect(),
             ),
             sorter: OnceLock::new(),
+            ranks: Vec::new(),
         };
         for t in tables {
             builder.table_dir(t.name)?;
@@ -207,9 +231,73 @@ impl DatasetBuilder {
         Ok(builder)
     }
 
-    /// The file of `table` for source `index`.
+    /// Starts adding sources to the existing dataset `target` (`memq ingest --append`): its
+    /// table files are hard-linked into the new folder (nothing is rewritten) except the
+    /// `sources` table, which the caller writes anew for all sources; the commit then swaps
+    /// the folders as a replacing ingest does. Returns the builder and the dataset's manifest.
+    pub fn append_to(target: &Path, tables: &[TableDef]) -> Result<(DatasetBuilder, Manifest)> {
+        if !is_dataset(target) {
+            return Err(MemqError::input(
+                target,
+                Location::None,
+                "--append: not a memq dataset (no manifest.json)",
+            ));
+        }
+        let manifest = Manifest::read(target)?;
+        if manifest.schema_version != SCHEMA_VERSION {
+            return Err(MemqError::input(
+                target,
+                Location::None,
+                format!(
+                    "--append: dataset schema version {} (this memq writes {}); ingest all sources again without --append",
+                    manifest.schema_version, SCHEMA_VERSION
+                ),
+            ));
+        }
+        let builder = DatasetBuilder::create(target, true, tables)?;
+        {
+            let mut entries = builder
+                .tables
+                .lock()
+                .map_err(|_| MemqError::Query("table entries poisoned".into()))?;
+            for old in manifest.tables.iter().filter(|t| t.name != "sources") {
+                for file in &old.files {
+                    let (from, to) = (target.join(file), builder.tmp.join(file));
+                    if let Some(dir) = to.parent() {
+                        fs::create_dir_all(dir).map_err(|e| MemqError::io(dir, e))?;
+                    }
+                    fs::hard_link(&from, &to)
+                        .or_else(|_| fs::copy(&from, &to).map(|_| ()))
+                        .map_err(|e| MemqError::io(&from, e))?;
+                }
+                match entries.iter_mut().find(|t| t.name == old.name) {
+                    Some(t) => {
+                        t.rows += old.rows;
+                        t.files.extend(old.files.iter().cloned());
+                    }
+                    None => entries.push(old.clone()),
+                }
+            }
+        }
+        Ok((builder, manifest))
+    }
+
+    /// Sets the rank of each source (by index): table files go to `TABLE/rank=R/`.
+    pub fn with_ranks(mut self, ranks: Vec<i64>) -> DatasetBuilder {
+        self.ranks = ranks;
+        self
+    }
+
+    /// The file of `table` for source `index`: `TABLE/rank=R/NNNN.parquet` ([`by_rank`]),
+    /// `TABLE/NNNN.parquet` for `sources`.
     pub fn table_file(&self, table: &str, index: usize) -> Result<PathBuf> {
-        Ok(self.table_dir(table)?.join(format!("{index:04}.parquet")))
+        let mut dir = self.table_dir(table)?;
+        if by_rank(table) {
+            let rank = self.ranks.get(index).copied().unwrap_or(0);
+            dir = dir.join(format!("{RANK_COLUMN}={rank}"));
+            fs::create_dir_all(&dir).map_err(|e| MemqError::io(&dir, e))?;
+        }
+        Ok(dir.join(format!("{index:04}.parquet")))
     }
 
     /// Counts `rows` in `file` (inside the dataset) for `table` in the manifest.

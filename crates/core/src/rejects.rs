@@ -84,7 +84,15 @@ pub fn sources_batch(entries: &[SourceEntry]) -> RecordBatch {
     let mut generation = StringBuilder::new();
     let mut rows = Int64Builder::new();
     let mut rejects = Int64Builder::new();
+    let mut rank = Int64Builder::new();
+    let mut node = StringBuilder::new();
+    let mut device = StringBuilder::new();
+    let mut pid = Int64Builder::new();
     for e in entries {
+        rank.append_value(e.rank);
+        node.append_value(&e.node);
+        device.append_option(e.device.as_deref());
+        pid.append_option(e.pid);
         source.append_value(&e.source);
         kind.append_value(&e.kind);
         path.append_value(&e.path);
@@ -104,6 +112,10 @@ pub fn sources_batch(entries: &[SourceEntry]) -> RecordBatch {
             ("generation", Arc::new(generation.finish())),
             ("rows", Arc::new(rows.finish())),
             ("rejects", Arc::new(rejects.finish())),
+            ("rank", Arc::new(rank.finish())),
+            ("node", Arc::new(node.finish())),
+            ("device", Arc::new(device.finish())),
+            ("pid", Arc::new(pid.finish())),
         ])
         .expect("every sources column is given once")
 }
@@ -139,7 +151,7 @@ pub fn rejects() -> TableDef {
 pub fn sources() -> TableDef {
     TableDef {
         name: "sources",
-        doc: "Every input file of the dataset, with what ingest found in it.",
+        doc: "Every input file of the dataset, with what ingest found in it and where in the job it comes from (rank, node, device, pid: docs/scale-out.md). Every other table has a column `rank` (BIGINT, the source's rank) and its files are laid out by it.",
         sort_order: &[],
         columns: vec![
             req("source", Utf8, "source name used in the other tables"),
@@ -162,6 +174,26 @@ pub fn sources() -> TableDef {
             ),
             req("rows", Int64, "rows ingested").unit(Unit::Count),
             req("rejects", Int64, "records rejected").unit(Unit::Count),
+            req(
+                "rank",
+                Int64,
+                "rank of the job the source belongs to: written in its path (rank3, rank_3), else processes numbered by node, NPU, pid",
+            ),
+            req(
+                "node",
+                Utf8,
+                "machine of the job: the nearest folder named node<N>/host<N>/worker<N>/…, else the input folder's name",
+            ),
+            col(
+                "device",
+                Utf8,
+                "NPU of the rank (lowest device_<N> folder of its process); NULL when the path names none",
+            ),
+            col(
+                "pid",
+                Int64,
+                "process id of the rank, from its project folder msmemscope_<PID>_…; NULL when none",
+            ),
         ],
     }
 }

@@ -144,6 +144,13 @@ async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) ->
         .collect();
     let mut options =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    if dataset::by_rank(def.name) {
+        // `TABLE/rank=R/…`: the column `rank`, and a filter on it reads that rank's files only.
+        options = options.with_table_partition_cols(vec![(
+            dataset::RANK_COLUMN.to_string(),
+            datafusion::arrow::datatypes::DataType::Int64,
+        )]);
+    }
     if !order.is_empty() {
         options = options.with_file_sort_order(vec![order]);
     }

@@ -179,6 +179,7 @@ pub async fn cached_dataset(
     let opts = IngestOptions {
         output: path.clone(),
         force: true,
+        append: false,
         strict: false,
         progress,
     };

@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod discover;
+pub mod ranks;
 
 use std::fs;
 use std::path::PathBuf;
@@ -27,6 +28,9 @@ pub use discover::discover;
 pub struct IngestOptions {
     pub output: PathBuf,
     pub force: bool,
+    /// Add the sources to the existing dataset `output` instead of replacing it; sources it
+    /// already holds (same path, size and mtime) are skipped.
+    pub append: bool,
     pub strict: bool,
     /// Show a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
@@ -100,16 +104,42 @@ pub async fn ingest_sources(
     catalog: &Catalog,
 ) -> Result<IngestReport> {
     let started = Instant::now();
+    let (builder, old) = if opts.append && opts.output.exists() {
+        let (builder, manifest) = DatasetBuilder::append_to(&opts.output, &catalog.tables())?;
+        (builder, manifest.sources)
+    } else {
+        (
+            DatasetBuilder::create(&opts.output, opts.force, &catalog.tables())?,
+            Vec::new(),
+        )
+    };
+    let sources = new_sources(sources, &old)?;
+    if sources.is_empty() {
+        // Everything is in the dataset already: it stays as it is.
+        drop(builder);
+        let manifest = Manifest::read(&opts.output)?;
+        return Ok(IngestReport {
+            dataset: opts.output.clone(),
+            manifest,
+            elapsed: started.elapsed(),
+            input_bytes: 0,
+        });
+    }
+    let sources = &sources[..];
     let input_bytes: u64 = sources
         .iter()
         .map(|(_, s)| fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0))
         .sum();
-    let builder = DatasetBuilder::create(&opts.output, opts.force, &catalog.tables())?;
+    let placements = place(sources, &old);
+    let mut ranks: Vec<i64> = old.iter().map(|e| e.rank).collect();
+    ranks.extend(placements.iter().map(|p| p.rank));
+    let builder = builder.with_ranks(ranks);
     let bar = progress_bar(opts.progress, input_bytes);
     let progress: Progress = {
         let bar = bar.clone();
         Arc::new(move |n| bar.inc(n))
     };
+    let offset = old.len();
     let mut reports: Vec<Option<SourceReport>> = vec![None; sources.len()];
     for (f, format) in catalog.formats().iter().enumerate() {
         let mine: Vec<Source> = sources
@@ -123,17 +153,17 @@ pub async fn ingest_sources(
         bar.set_message(format.name());
         let done = format.ingest(&mine, &builder, progress.clone()).await?;
         for (s, r) in mine.iter().zip(done) {
-            reports[s.index] = Some(r);
+            reports[s.index - offset] = Some(r);
         }
     }
     bar.finish_and_clear();
-    let mut entries = Vec::with_capacity(sources.len());
-    for ((_, source), report) in sources.iter().zip(reports) {
+    let mut entries = old;
+    for (((_, source), report), placement) in sources.iter().zip(reports).zip(placements) {
         let report = report
             .ok_or_else(|| MemqError::Query(format!("{}: no format ingested it", source.name)))?;
-        entries.push(source_entry(source, report)?);
+        entries.push(source_entry(source, report, placement)?);
     }
-    let total_rejects: u64 = entries.iter().map(|e| e.rejects).sum();
+    let total_rejects: u64 = entries[offset..].iter().map(|e| e.rejects).sum();
     if opts.strict && total_rejects > 0 {
         return Err(MemqError::Usage(format!(
             "--strict: {total_rejects} record(s) could not be parsed; no dataset written (run without --strict to keep them in `rejects`)"
@@ -141,7 +171,7 @@ pub async fn ingest_sources(
     }
     builder.write_table(
         &rejects::sources(),
-        sources.len(),
+        entries.len(),
         &rejects::sources_batch(&entries),
     )?;
     let manifest = Manifest {
@@ -166,27 +196,97 @@ pub async fn ingest_sources(
     })
 }
 
-fn source_entry(source: &Source, report: SourceReport) -> Result<SourceEntry> {
+/// The sources to ingest, numbered after the `old` ones (an append) with names unique among
+/// them; a source the dataset holds already (same path, size and mtime) is left out, one that
+/// changed since is an error.
+fn new_sources(sources: &[(usize, Source)], old: &[SourceEntry]) -> Result<Vec<(usize, Source)>> {
+    let mut names: std::collections::HashSet<String> =
+        old.iter().map(|e| e.source.clone()).collect();
+    let mut out = Vec::new();
+    for (format, source) in sources {
+        let path = canonical(source);
+        if let Some(e) = old.iter().find(|e| e.path == path) {
+            let meta = fs::metadata(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
+            if meta.len() == e.size_bytes && mtime_ns(&meta) == e.mtime_unix_ns {
+                continue;
+            }
+            return Err(MemqError::input(
+                &source.path,
+                memq_core::error::Location::None,
+                format!(
+                    "--append: changed since it was ingested as `{}`; ingest again without --append to replace it",
+                    e.source
+                ),
+            ));
+        }
+        let mut s = source.clone();
+        s.index = old.len() + out.len();
+        let mut n = 1;
+        while names.contains(&s.name) {
+            n += 1;
+            s.name = format!("{}#{n}", source.name);
+        }
+        names.insert(s.name.clone());
+        out.push((*format, s));
+    }
+    Ok(out)
+}
+
+/// Where each source sits in the job ([`ranks`]), after the `old` sources of an append.
+fn place(sources: &[(usize, Source)], old: &[SourceEntry]) -> Vec<ranks::Placement> {
+    let paths: Vec<(PathBuf, &str)> = sources
+        .iter()
+        .map(|(_, s)| (PathBuf::from(canonical(s)), s.name.as_str()))
+        .collect();
+    let refs: Vec<(&std::path::Path, &str)> =
+        paths.iter().map(|(p, n)| (p.as_path(), *n)).collect();
+    let known: Vec<ranks::Known> = old
+        .iter()
+        .map(|e| ranks::Known {
+            path: e.path.clone(),
+            name: e.source.clone(),
+            rank: e.rank,
+        })
+        .collect();
+    ranks::place(&refs, &known)
+}
+
+fn canonical(source: &Source) -> String {
+    source
+        .path
+        .canonicalize()
+        .unwrap_or_else(|_| source.path.clone())
+        .display()
+        .to_string()
+}
+
+fn mtime_ns(meta: &fs::Metadata) -> i128 {
+    meta.modified()
+        .ok()
+        .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+fn source_entry(
+    source: &Source,
+    report: SourceReport,
+    placement: ranks::Placement,
+) -> Result<SourceEntry> {
     let meta = fs::metadata(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
     Ok(SourceEntry {
         source: source.name.clone(),
-        path: source
-            .path
-            .canonicalize()
-            .unwrap_or_else(|_| source.path.clone())
-            .display()
-            .to_string(),
+        path: canonical(source),
         kind: source.kind.label().to_string(),
         size_bytes: meta.len(),
-        mtime_unix_ns: meta
-            .modified()
-            .ok()
-            .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
-            .map(|d| d.as_nanos() as i128)
-            .unwrap_or(0),
+        mtime_unix_ns: mtime_ns(&meta),
         rows: report.rows,
         rejects: report.rejects,
         ts_unit: report.ts_unit,
         generation: report.generation,
+        rank: placement.rank,
+        node: placement.node,
+        device: placement.device,
+        pid: placement.pid,
     })
 }

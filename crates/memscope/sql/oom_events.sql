@@ -17,14 +17,14 @@
 -- Differences from the reference `--oom`: both snapshot spellings, snapshot per trigger by event
 -- order instead of file order, RECENT listed newest first as written (docs/reference-differences.md).
 --
--- Rows come in no particular order: ORDER BY oom_ts, kind, rank.
+-- Rows come in no particular order: ORDER BY oom_ts, kind, nth.
 -- @column source          VARCHAR input file of the trigger (of the first copy for a RECENT/TOP row without trigger)
 -- @column pid             BIGINT  process id
 -- @column device          VARCHAR Device Id of the trigger (the device that ran out of memory)
 -- @column trigger_id      BIGINT  ID of the trigger row this record belongs to; NULL for RECENT/TOP rows without a trigger
 -- @column oom_ts          BIGINT  ns: time of the failed request (trigger), ns
 -- @column kind            VARCHAR trigger, recent or top
--- @column rank            UBIGINT 1-based position within its kind for this trigger, in written order (recent: 1 = newest; top: 1 = largest)
+-- @column nth             UBIGINT 1-based position within its kind for this trigger, in written order (recent: 1 = newest; top: 1 = largest)
 -- @column id              BIGINT  ID of the record
 -- @column ts              BIGINT  ns: time the record was written, ns
 -- @column func            VARCHAR trigger: driver call that failed (halMemAlloc, halMemCreate)
@@ -109,7 +109,7 @@ SELECT COALESCE(t.source, r.source) AS source,
        r.trigger_id,
        t.ts AS oom_ts,
        r.kind,
-       ROW_NUMBER() OVER (PARTITION BY r.capture, r.pid, r.trigger_id, r.kind ORDER BY r.id) AS rank,
+       ROW_NUMBER() OVER (PARTITION BY r.capture, r.pid, r.trigger_id, r.kind ORDER BY r.id) AS nth,
        r.id, r.ts,
        r.func, r.req_size, r.flag, r.ret,
        r.pool, r.ptr, r.size, r.alloc_ts,

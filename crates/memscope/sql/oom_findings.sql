@@ -45,10 +45,10 @@
 WITH
 -- the records of each trigger, with the call stack and owner category used by the rules
 records AS (
-    SELECT source, capture(source) AS capture, pid, device, trigger_id, oom_ts, kind, rank, req_size, free_mem, total_mem,
+    SELECT source, capture(source) AS capture, pid, device, trigger_id, oom_ts, kind, nth, req_size, free_mem, total_mem,
            snapshot_ts, snapshot_name, size, owner,
            CASE WHEN kind = 'recent' THEN alloc_ts END AS at_ts,
-           kind = 'recent' AND rank <= 5 AS recent5,
+           kind = 'recent' AND nth <= 5 AS recent5,
            COALESCE(NULLIF(NULLIF(trim(stack_py), ''), 'NA'), NULLIF(NULLIF(trim(stack_c), ''), 'NA')) AS stack,
            CASE WHEN kind <> 'top' OR owner IS NULL THEN NULL
                 WHEN concat('@', owner, '@') LIKE '%@weight@%' OR concat('@', owner, '@') LIKE '%@weights@%'
@@ -68,7 +68,7 @@ stream AS (
     SELECT * FROM records
     UNION ALL
     SELECT CAST(NULL AS VARCHAR) AS source, capture(source) AS capture, pid, device, CAST(NULL AS BIGINT) AS trigger_id,
-           CAST(NULL AS BIGINT) AS oom_ts, 'step' AS kind, CAST(NULL AS BIGINT) AS rank,
+           CAST(NULL AS BIGINT) AS oom_ts, 'step' AS kind, CAST(NULL AS BIGINT) AS nth,
            CAST(NULL AS BIGINT) AS req_size, CAST(NULL AS BIGINT) AS free_mem, CAST(NULL AS BIGINT) AS total_mem,
            CAST(NULL AS BIGINT) AS snapshot_ts, CAST(NULL AS VARCHAR) AS snapshot_name,
            CAST(NULL AS BIGINT) AS size, CAST(NULL AS VARCHAR) AS owner,
@@ -90,7 +90,7 @@ counted AS (
            COUNT(*) OVER (PARTITION BY capture, pid, trigger_id, recent5, stack) AS stack_repeat,
            SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, category) AS category_bytes,
            SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, owner) AS owner_bytes,
-           ROW_NUMBER() OVER (PARTITION BY capture, pid, trigger_id, kind, owner ORDER BY rank) AS owner_row
+           ROW_NUMBER() OVER (PARTITION BY capture, pid, trigger_id, kind, owner ORDER BY nth) AS owner_row
     FROM placed
     WHERE kind <> 'step'
 ),

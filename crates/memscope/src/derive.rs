@@ -625,7 +625,7 @@ struct OomRow {
     attr: Option<String>,
 }
 
-/// `oom` rows in canonical order; `rank` counts rows of one kind within each uninterrupted run of
+/// `oom` rows in canonical order; `nth` counts rows of one kind within each uninterrupted run of
 /// that kind in file order (the tool writes one run of RECENT and one of TOP rows per OOM).
 fn oom_batch(source: &str, mut rows: Vec<OomRow>) -> RecordBatch {
     let mut ranks = vec![0i64; rows.len()];
@@ -699,7 +699,7 @@ fn oom_batch(source: &str, mut rows: Vec<OomRow>) -> RecordBatch {
         ("pid", Arc::new(pid.finish())),
         ("device", Arc::new(device.finish())),
         ("kind", Arc::new(kind.finish())),
-        ("rank", Arc::new(rank.finish())),
+        ("nth", Arc::new(rank.finish())),
         ("func", Arc::new(func.finish())),
         ("req_size", Arc::new(req_size.finish())),
         ("flag", Arc::new(flag.finish())),

@@ -119,7 +119,7 @@ pub fn oom() -> TableDef {
             col("pid", Int64, "process id"),
             req("device", Utf8, "Device Id as written (N/A on recent/top rows)"),
             req("kind", Utf8, "trigger, recent or top"),
-            req("rank", Int64, "1-based position among the rows of the same kind in file order (recent: 1 = newest as the tool writes them; top: 1 = largest)"),
+            req("nth", Int64, "1-based position among the rows of the same kind in file order (recent: 1 = newest as the tool writes them; top: 1 = largest)"),
             col("func", Utf8, "trigger: the driver call that failed (halMemAlloc, halMemCreate)"),
             col("req_size", Int64, "trigger: requested bytes").bytes(),
             col("flag", UInt64, "trigger: driver flag word"),

@@ -1,0 +1,1 @@
+//! memq on a Ballista cluster.
