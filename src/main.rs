@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use memq::error::{MemqError, Result};
 use memq::exec::{self, PrintOptions};
 use memq::export::{self, FileFormat, Selection};
-use memq::open::open_inputs;
+use memq::open::{open_inputs, open_inputs_on};
 use memq::output::Format;
 use memq::params::{self, Params};
 use memq::repl::{self, ReplOptions};
@@ -122,6 +122,9 @@ enum Command {
         /// (the same as `--format chart`).
         #[arg(long)]
         chart: bool,
+        /// Run on the memq cluster at df://HOST:PORT (default $MEMQ_CLUSTER; docs/scale-out.md).
+        #[arg(long, value_name = "df://HOST:PORT")]
+        cluster: Option<String>,
     },
     /// List the canned analyses with their docs.
     Views {
@@ -155,6 +158,9 @@ enum Command {
         /// full (`--raw-bytes` is the old name).
         #[arg(long = "raw", visible_alias = "raw-bytes")]
         raw_bytes: bool,
+        /// Run on the memq cluster at df://HOST:PORT (default $MEMQ_CLUSTER; docs/scale-out.md).
+        #[arg(long, value_name = "df://HOST:PORT")]
+        cluster: Option<String>,
     },
     /// Export the canned analyses that need no parameter (or the named ones) to a folder, with an index.json.
     Export {
@@ -211,6 +217,11 @@ enum Command {
         /// text or json.
         #[arg(long, default_value = "text")]
         format: String,
+    },
+    /// Run a memq cluster's scheduler or an executor (Apache DataFusion Ballista; docs/scale-out.md).
+    Cluster {
+        #[command(subcommand)]
+        role: memq::cluster::ClusterCommand,
     },
     /// Write an msMemScope-style SQLite db (memscope_dump table) that MindStudio Insight imports.
     ToDb {
@@ -428,11 +439,12 @@ async fn run(cli: Cli) -> Result<()> {
             output,
             raw_bytes,
             chart,
+            cluster,
         } => {
             let format = if chart { Format::Chart } else { format };
             let bound = bind_params(&raw)?;
             let (text, origin) = sql_text(sql, file.as_deref())?;
-            let opened = open_inputs(&inputs, true).await?;
+            let opened = open_inputs_on(&inputs, true, cluster.as_deref()).await?;
             let mut print = PrintOptions::new(format, raw_bytes);
             print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
             print.width = exec::terminal_width();
@@ -496,6 +508,7 @@ async fn run(cli: Cli) -> Result<()> {
             output,
             format,
             raw_bytes,
+            cluster,
         } => {
             let bound = bind_params(&raw)?;
             for name in run_files::unused_params(&files, &bound) {
@@ -508,7 +521,8 @@ async fn run(cli: Cli) -> Result<()> {
                 print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
                 print.width = exec::terminal_width();
             }
-            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
+            let opened =
+                open_inputs_on(std::slice::from_ref(&input), true, cluster.as_deref()).await?;
             let stop = exec::Stop::new();
             let work = async {
                 run_files::run_files(&opened.engine.ctx, &files, &bound, &out, &stop).await?;
@@ -591,6 +605,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Cluster { role } => memq::cluster::run(role, cli.memory_limit.as_deref()).await,
         Command::ToDb { input, output } => {
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             let r = memq_memscope::to_db::to_db(&opened.engine.ctx, &output).await?;

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use datafusion::prelude::SessionContext;
 use memq_core::dataset;
 use memq_core::error::Result;
 use memq_engine::Engine;
@@ -13,6 +14,70 @@ use memq_ingest::{ingest, IngestOptions};
 pub struct Opened {
     pub engine: Engine,
     _temp: Option<tempfile::TempDir>,
+    /// The engine's own session while `engine.ctx` is a cluster's ([`Opened::connect`]): kept
+    /// for `\connect local`, and alive because the library's views are planned in it.
+    local: Option<SessionContext>,
+    /// The cluster `engine.ctx` runs on (`df://HOST:PORT`), if any.
+    cluster: Option<String>,
+}
+
+/// Set to `df://HOST:PORT`: `memq sql` and `memq run` run on that cluster (`--cluster`).
+pub const CLUSTER_ENV: &str = "MEMQ_CLUSTER";
+
+impl Opened {
+    fn new(engine: Engine, temp: Option<tempfile::TempDir>) -> Opened {
+        Opened {
+            engine,
+            _temp: temp,
+            local: None,
+            cluster: None,
+        }
+    }
+
+    /// Runs the statements of `engine.ctx` on the cluster at `url` from now on: the engine's
+    /// session upgraded for Ballista ([`memq_cluster::connect`]); everything downstream is
+    /// unchanged. The dataset must be at the same path on every executor (docs/scale-out.md).
+    pub async fn connect(&mut self, url: &str) -> Result<()> {
+        let local = self
+            .local
+            .clone()
+            .unwrap_or_else(|| self.engine.ctx.clone());
+        let remote = memq_cluster::connect(url, local.state()).await?;
+        self.engine.ctx = remote;
+        self.local = Some(local);
+        self.cluster = Some(url.to_string());
+        Ok(())
+    }
+
+    /// Back to the engine's own session (after [`Opened::connect`]).
+    pub fn disconnect(&mut self) {
+        if let Some(local) = self.local.take() {
+            self.engine.ctx = local;
+        }
+        self.cluster = None;
+    }
+
+    /// The cluster the statements run on, if any.
+    pub fn cluster(&self) -> Option<&str> {
+        self.cluster.as_deref()
+    }
+}
+
+/// Opens `inputs` as [`open_inputs`] does and, with `cluster` (`df://HOST:PORT`; else
+/// `$MEMQ_CLUSTER`), runs the session on that cluster ([`Opened::connect`]).
+pub async fn open_inputs_on(
+    inputs: &[PathBuf],
+    progress: bool,
+    cluster: Option<&str>,
+) -> Result<Opened> {
+    let mut opened = open_inputs(inputs, progress).await?;
+    let env = std::env::var(CLUSTER_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    if let Some(url) = cluster.map(str::to_string).or(env) {
+        opened.connect(&url).await?;
+    }
+    Ok(opened)
 }
 
 /// Where raw inputs are ingested before they are opened.
@@ -57,10 +122,10 @@ pub async fn open_inputs_with(
 ) -> Result<Opened> {
     if let [single] = inputs {
         if dataset::is_dataset(single) {
-            return Ok(Opened {
-                engine: Engine::open(single, &crate::catalog()).await?,
-                _temp: None,
-            });
+            return Ok(Opened::new(
+                Engine::open(single, &crate::catalog()).await?,
+                None,
+            ));
         }
     }
     let target = match target {
@@ -98,10 +163,7 @@ pub async fn open_inputs_with(
             // Said on every use, as a fresh ingest says it.
             let rejects: u64 = engine.manifest.sources.iter().map(|s| s.rejects).sum();
             warn_rejects(rejects);
-            Ok(Opened {
-                engine,
-                _temp: None,
-            })
+            Ok(Opened::new(engine, None))
         }
         IngestTarget::Temporary => {
             let temp = tempfile::Builder::new()
@@ -118,10 +180,10 @@ pub async fn open_inputs_with(
             };
             let report = ingest(inputs, &opts, &crate::catalog()).await?;
             warn_rejects(report.total_rejects());
-            Ok(Opened {
-                engine: Engine::open(&target, &crate::catalog()).await?,
-                _temp: Some(temp),
-            })
+            Ok(Opened::new(
+                Engine::open(&target, &crate::catalog()).await?,
+                Some(temp),
+            ))
         }
     }
 }

@@ -35,6 +35,8 @@ pub const COMMANDS: &[MetaCommand] = &[
     MetaCommand { name: "\\chart", args: "", help: "run the last statement again and chart its first numeric column over its first column" },
     MetaCommand { name: "\\set raw", args: "on|off", help: "values as stored (ns, bytes, full floats) or by their unit (default)" },
     MetaCommand { name: "\\set format", args: "table|line|chart|csv|...", help: "the same as \\format" },
+    MetaCommand { name: "\\connect", args: "[df://HOST:PORT|local]", help: "run the statements on the memq cluster at df://HOST:PORT (docs/scale-out.md); `local` back in this process; alone, say where they run" },
+    MetaCommand { name: "\\disconnect", args: "", help: "the same as \\connect local" },
 ];
 
 /// What the loop does after a meta command.
@@ -212,6 +214,22 @@ impl Session {
                     println!("${name} = {v} ({})", params::type_name(&v));
                     self.params.insert(name.to_string(), v);
                 }
+            }
+            "\\connect" if arg.is_empty() => match self.opened.cluster() {
+                Some(url) => println!("statements run on the cluster {url}"),
+                None => println!("statements run locally, in this process"),
+            },
+            "\\connect" if arg.eq_ignore_ascii_case("local") => {
+                self.opened.disconnect();
+                println!("local: statements run in this process");
+            }
+            "\\disconnect" => {
+                self.opened.disconnect();
+                println!("local: statements run in this process");
+            }
+            "\\connect" => {
+                self.opened.connect(arg).await?;
+                println!("connected to {arg}: statements run on the cluster");
             }
             "\\x" => self.toggle_vertical(arg)?,
             "\\chart" => self.chart_last().await?,

@@ -5,7 +5,9 @@ mod common;
 
 mod attribution;
 mod cli;
+mod cluster;
 mod crash;
+mod cross_rank;
 mod derived_oracle;
 mod formats;
 mod gen_truth;

@@ -24,9 +24,15 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
+use datafusion::common::{plan_err, Column, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::datasource::source_as_provider;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Expr, Subquery, TableProviderFilterPushDown, TableType};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{
+    Expr, LogicalPlan, LogicalPlanBuilder, Subquery, TableProviderFilterPushDown, TableScan,
+    TableType,
+};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use parking_lot::Mutex;
@@ -618,6 +624,111 @@ impl TableProvider for CheckedCall {
             .scan(state, projection, filters, limit)
             .await
     }
+}
+
+/// How deep calls of checked table functions may nest in one statement (a call whose plan
+/// calls another, ...) before [`inline_checked_calls`] gives up.
+const MAX_NESTING: usize = 16;
+
+/// The [`CheckedCall`] a scan reads, if it reads one.
+fn checked_call(scan: &TableScan) -> Option<Arc<dyn TableProvider>> {
+    let provider = source_as_provider(&scan.source).ok()?;
+    provider.is::<CheckedCall>().then_some(provider)
+}
+
+/// The scans of checked calls in `plan`, subqueries included.
+fn checked_scans(plan: &LogicalPlan) -> DfResult<Vec<TableScan>> {
+    let mut scans = Vec::new();
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            if checked_call(scan).is_some() {
+                scans.push(scan.clone());
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(scans)
+}
+
+/// The plan a scan of a checked call stands for: its arguments resolved and checked in `ctx`,
+/// the analysis planned with them, under the scan's name, with the scan's filters, projection
+/// and fetch applied (as a view's scan is inlined).
+async fn inline_scan(ctx: &SessionContext, scan: &TableScan) -> DfResult<LogicalPlan> {
+    let provider =
+        checked_call(scan).ok_or_else(|| DataFusionError::Internal("not a checked call".into()))?;
+    let call = provider
+        .downcast_ref::<CheckedCall>()
+        .ok_or_else(|| DataFusionError::Internal("not a checked call".into()))?;
+    let values = resolve(ctx, &call.analysis, &call.args).await?;
+    let bound = library::bind(&call.analysis, &values)?;
+    let plan = library::plan(&ctx.state(), &call.analysis, bound).await?;
+    if plan.schema().fields().len() != call.schema.fields().len() {
+        return Err(DataFusionError::Internal(format!(
+            "{}: the call's columns changed with its arguments",
+            call.analysis.name
+        )));
+    }
+    let mut b = LogicalPlanBuilder::from(plan).alias(scan.table_name.clone())?;
+    if let Some(filter) = conjunction(scan.filters.clone()) {
+        b = b.filter(filter)?;
+    }
+    if let Some(projection) = &scan.projection {
+        let schema = b.schema().clone();
+        let columns: Vec<Expr> = projection
+            .iter()
+            .map(|&i| Expr::Column(Column::from(schema.qualified_field(i))))
+            .collect();
+        b = b.project(columns)?;
+    }
+    if let Some(n) = scan.fetch {
+        b = b.limit(0, Some(n))?;
+    }
+    b.build()
+}
+
+/// `plan` with every scan of a [`CheckedCall`] (subqueries included) replaced by the plan it
+/// stands for ([`inline_scan`]), for a session whose plans are serialised: a cluster's client
+/// sends the plan to the scheduler, and datafusion-proto cannot encode a scan of a provider it
+/// does not know. Used on an optimized plan (from a query planner): when anything was inlined
+/// the result is optimized again, and calls the inlined plans make are inlined in turn.
+pub async fn inline_checked_calls(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+) -> DfResult<LogicalPlan> {
+    let mut plan = plan;
+    for _ in 0..MAX_NESTING {
+        let scans = checked_scans(&plan)?;
+        if scans.is_empty() {
+            return Ok(plan);
+        }
+        let mut inlined: Vec<(TableScan, LogicalPlan)> = Vec::with_capacity(scans.len());
+        for scan in scans {
+            if inlined
+                .iter()
+                .any(|(s, _)| s == &scan && Arc::ptr_eq(&s.source, &scan.source))
+            {
+                continue;
+            }
+            let p = inline_scan(ctx, &scan).await?;
+            inlined.push((scan, p));
+        }
+        let replaced = plan
+            .transform_up_with_subqueries(|node| match node {
+                LogicalPlan::TableScan(ref scan) if checked_call(scan).is_some() => {
+                    match inlined
+                        .iter()
+                        .find(|(s, _)| s == scan && Arc::ptr_eq(&s.source, &scan.source))
+                    {
+                        Some((_, p)) => Ok(Transformed::yes(p.clone())),
+                        None => Ok(Transformed::no(node)),
+                    }
+                }
+                other => Ok(Transformed::no(other)),
+            })?
+            .data;
+        plan = ctx.state().optimize(&replaced)?;
+    }
+    plan_err!("table function calls nest more than {MAX_NESTING} deep")
 }
 
 #[cfg(test)]

@@ -7,7 +7,11 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, UInt64Type};
 use datafusion::common::{exec_err, Result as DfResult};
-use memq_core::format::Function;
+use datafusion::execution::session_state::SessionState;
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::ScalarUDF;
+use datafusion::prelude::SessionContext;
+use memq_core::format::{Catalog, Function};
 use memq_core::function::{format_bytes, ints, scalar, scalar_optional, scalar_volatile, strings};
 
 fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
@@ -131,4 +135,36 @@ pub fn functions() -> Vec<Function> {
             crate::attribution::categorize_fn,
         ),
     ]
+}
+
+/// Registers every memq function in `ctx`: the engine's and the formats' functions
+/// ([`crate::all_functions`]) and the guarded built-ins with the `||` planner
+/// ([`crate::guard::register`]). [`crate::Engine::open`] and a cluster client call it.
+pub fn register_all(ctx: &SessionContext, catalog: &Catalog) -> DfResult<()> {
+    for f in crate::all_functions(catalog) {
+        ctx.register_udf(f.udf);
+    }
+    crate::guard::register(ctx)
+}
+
+/// Every scalar function a memq plan may name beyond DataFusion's built-ins: the engine's and
+/// the formats' functions, the guarded built-ins (replacing theirs) and `memq_concat_operator`.
+/// The function registries of a cluster's scheduler and executors hold them, so that plans
+/// naming them decode there.
+pub fn cluster_udfs(catalog: &Catalog) -> Vec<Arc<ScalarUDF>> {
+    let mut all: Vec<Arc<ScalarUDF>> = crate::all_functions(catalog)
+        .into_iter()
+        .map(|f| Arc::new(f.udf))
+        .collect();
+    all.extend(crate::guard::udfs());
+    all
+}
+
+/// Registers [`cluster_udfs`] and the `||` planner in a session state (a cluster scheduler's
+/// sessions, a cluster client's state once Ballista has reset its functions).
+pub fn register_in_state(state: &mut SessionState, catalog: &Catalog) -> DfResult<()> {
+    for f in cluster_udfs(catalog) {
+        state.register_udf(f)?;
+    }
+    state.register_expr_planner(crate::guard::planner())
 }

@@ -612,12 +612,30 @@ pub fn register(ctx: &SessionContext) -> Result<()> {
     for f in guarded_functions() {
         ctx.register_udf(f);
     }
-    let udf = Arc::new(ScalarUDF::new_from_impl(ConcatOp {
+    ctx.state_ref().write().register_expr_planner(planner())
+}
+
+/// The function `a || b` on text is planned as ([`ConcatOp`], `memq_concat_operator`).
+fn concat_operator() -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::new_from_impl(ConcatOp {
         signature: Signature::user_defined(Volatility::Immutable),
-    }));
-    ctx.state_ref()
-        .write()
-        .register_expr_planner(Arc::new(ConcatOpPlanner { udf }))
+    }))
+}
+
+/// The planner of `a || b` on text ([`ConcatOpPlanner`]).
+pub fn planner() -> Arc<dyn ExprPlanner> {
+    Arc::new(ConcatOpPlanner {
+        udf: concat_operator(),
+    })
+}
+
+/// Every function a plan planned with [`register`] may name: the guarded built-ins and
+/// `memq_concat_operator`. A session that decodes such plans (a cluster's scheduler and
+/// executors) needs them all in its function registry.
+pub fn udfs() -> Vec<Arc<ScalarUDF>> {
+    let mut all: Vec<Arc<ScalarUDF>> = guarded_functions().into_iter().map(Arc::new).collect();
+    all.push(concat_operator());
+    all
 }
 
 /// The guarded built-ins (registered after the built-ins, they replace them).

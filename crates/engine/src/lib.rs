@@ -101,10 +101,7 @@ impl Engine {
         for def in catalog.tables() {
             register_table(&ctx, dataset, &def).await?;
         }
-        for f in all_functions(catalog) {
-            ctx.register_udf(f.udf);
-        }
-        guard::register(&ctx)?;
+        functions::register_all(&ctx, catalog)?;
         register_library(&ctx, &analyses)?;
         Ok(Engine {
             ctx,

@@ -20,6 +20,7 @@
 //!     compare/memory_compare_<ts>.csv             (when `compare`)
 //! ```
 
+pub mod job;
 pub mod out;
 pub mod rng;
 mod sim;
@@ -92,6 +93,26 @@ pub struct GenConfig {
     pub empty_cache_after_step: Option<u32>,
     pub snapshot_every: u32,
     pub oom_top_k: u32,
+    /// The pid of the first process (derived from the seed when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The first NPU id (device ids `device_base..device_base + devices`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_base: u32,
+    /// One extra transient PTA allocation of `bytes` in step `step` (allocated after the
+    /// forward pass, freed after the optimizer step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_step_alloc: Option<ExtraAlloc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraAlloc {
+    pub step: u32,
+    pub bytes: u64,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Default for GenConfig {
@@ -123,6 +144,9 @@ impl Default for GenConfig {
             empty_cache_after_step: Some(1),
             snapshot_every: 1,
             oom_top_k: 10,
+            pid: None,
+            device_base: 0,
+            extra_step_alloc: None,
         }
     }
 }
@@ -211,9 +235,25 @@ impl GenConfig {
 
 /// Generates the output tree under `out` (created if needed) and writes `out/truth.json`.
 pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
+    let t = generate_tree(cfg, out)?;
+    write_json(&out.join("truth.json"), &t)?;
+    Ok(t)
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| MemqError::query(format!("{}: {e}", path.display())))?;
+    text.push('\n');
+    fs::write(path, text).map_err(|e| MemqError::io(path, e))
+}
+
+/// The output tree of `cfg` under `out`, without truth.json.
+fn generate_tree(cfg: &GenConfig, out: &Path) -> Result<Truth> {
     cfg.validate()?;
     fs::create_dir_all(out).map_err(|e| MemqError::io(out, e))?;
-    let base_pid = 2_000_000 + (rng::mix(cfg.seed) % 1_000_000) as u32;
+    let base_pid = cfg
+        .pid
+        .unwrap_or(2_000_000 + (rng::mix(cfg.seed) % 1_000_000) as u32);
     let mut t = Truth {
         generator: "memq-gen/1".to_string(),
         config: cfg.clone(),
@@ -234,6 +274,7 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
     for p in 0..cfg.processes {
         let npus: Vec<u32> = (0..cfg.devices)
             .filter(|d| d % cfg.processes == p)
+            .map(|d| d + cfg.device_base)
             .collect();
         let pid = base_pid + p * 173;
         let proc = sim::Proc::new(cfg, p, pid, &npus, out)?;
@@ -264,10 +305,7 @@ pub fn generate(cfg: &GenConfig, out: &Path) -> Result<Truth> {
         });
     }
     t.files.sort_by(|a, b| a.path.cmp(&b.path));
-    let path = out.join("truth.json");
-    let mut text = serde_json::to_string_pretty(&t)
-        .map_err(|e| MemqError::query(format!("truth.json: {e}")))?;
-    text.push('\n');
-    fs::write(&path, text).map_err(|e| MemqError::io(&path, e))?;
     Ok(t)
 }
+
+pub use job::{generate_job, JobConfig, JobTruth};

@@ -1437,6 +1437,28 @@ impl<'a> Proc<'a> {
                 }
             }
         }
+        // The extra transient allocation of a skewed step: held from the end of the forward
+        // pass through the optimizer step, so it adds to the step's peak.
+        let extra = match self.cfg.extra_step_alloc {
+            Some(x) if x.step == step => {
+                let mut held = Vec::with_capacity(nd);
+                for d in 0..nd {
+                    let t = self.devs[d].tid_main;
+                    held.push(self.pta_malloc(
+                        d,
+                        x.bytes,
+                        tx::OWN_OPS,
+                        t,
+                        false,
+                        0,
+                        None,
+                        false,
+                    )?);
+                }
+                held
+            }
+            _ => Vec::new(),
+        };
         for d in 0..nd {
             self.devs[d].marks[2] = self.clock;
             self.loss(d)?;
@@ -1448,6 +1470,10 @@ impl<'a> Proc<'a> {
         }
         for d in 0..nd {
             self.optim(d)?;
+        }
+        for (d, p) in extra.into_iter().enumerate() {
+            let t = self.devs[d].tid_main;
+            self.pta_free(d, p, t)?;
         }
         if step < self.cfg.steps {
             self.prefetch()?;

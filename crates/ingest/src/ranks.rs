@@ -199,7 +199,18 @@ fn path_facts(path: &Path, name: &str) -> PathFacts {
             .filter(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
             .map(str::to_string)
     });
-    let rank = parts.iter().rev().find_map(|p| rank_in(p));
+    // Ranks and nodes are read from the part of the path the user gave (the input folder and
+    // below; for a file given alone, its folder too): folders above it (a home folder called
+    // node1, a scratch folder cross-rank-7) say nothing about the job.
+    let named: Vec<&str> = name.split('/').collect();
+    let mut scope: Vec<String> = named.iter().map(|s| s.to_string()).collect();
+    if named.len() == 1 {
+        if let Some(parent) = dirs.last() {
+            scope.insert(0, parent.clone());
+        }
+    }
+    let scope_dirs = &scope[..scope.len().saturating_sub(1)];
+    let rank = scope.iter().rev().find_map(|p| rank_in(p));
     let process = match (rank, project) {
         (Some(r), _) => format!("rank {r}"),
         (None, Some(i)) => dirs[..=i].join("/"),
@@ -218,7 +229,7 @@ fn path_facts(path: &Path, name: &str) -> PathFacts {
         }
     };
     let root = name.split('/').next().unwrap_or(name);
-    let node = dirs
+    let node = scope_dirs
         .iter()
         .rev()
         .find(|d| is_node_name(d))
@@ -355,6 +366,16 @@ mod tests {
             &[],
         );
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![0, 1]);
+        // Folders above the input say nothing: a scratch folder named cross-rank-7, a home
+        // folder named node9.
+        let p = place(
+            &[(
+                Path::new("/home/node9/cross-rank-7/job/msmemscope_1_20251205100000_ascend/device_3/dump/a.csv"),
+                "job/msmemscope_1_20251205100000_ascend/device_3/dump/a.csv",
+            )],
+            &[],
+        );
+        assert_eq!((p[0].rank, p[0].node.as_str()), (0, "job"));
         assert_eq!(rank_in("prank3"), None, "not a word of its own");
         assert_eq!(rank_in("ranking"), None);
         assert_eq!(rank_in("RANK-12.pickle"), Some(12));

@@ -26,7 +26,7 @@
 -- @column sum_rank_peaks BIGINT  bytes: sum over ranks of each rank's own peak
 -- @column pct_of_sum     DOUBLE  percent: bytes / sum_rank_peaks × 100 (how much of the every-rank-at-once bound the job really reached)
 WITH rank_level AS (
-    SELECT pool, COUNT(*) AS ranks,
+    SELECT pool, COUNT(DISTINCT rank) AS ranks,
            first_value(rank ORDER BY peak_bytes DESC, rank) AS max_rank,
            MAX(peak_bytes) AS max_rank_peak,
            SUM(peak_bytes) AS sum_rank_peaks

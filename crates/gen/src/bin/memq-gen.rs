@@ -3,6 +3,9 @@
 //! ```text
 //! memq-gen -o DIR [--devices N] [--steps N] [--events N] [--leak-bytes N] [--oom]
 //!          [--seed N] [--format csv|db] [--small]
+//! memq-gen -o JOB --nodes N --ranks-per-node M [--events N (per rank)] [--steps N]
+//!          [--peak-rank R] [--peak-step S] [--skew-rank R] [--skew-step S] [--leak-rank R]
+//!          [--leak-bytes N]
 //! ```
 
 use std::path::PathBuf;
@@ -10,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use memq_gen::{generate, Format, GenConfig};
+use memq_gen::{generate, generate_job, Format, GenConfig, JobConfig};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Fmt {
@@ -67,10 +70,93 @@ struct Cli {
     /// Also write compare/memory_compare_<ts>.csv.
     #[arg(long)]
     compare: bool,
+    /// A multi-rank job: this many nodes (folders node0..), one process per NPU; writes
+    /// job_truth.json. --events is then per rank.
+    #[arg(long)]
+    nodes: Option<u32>,
+    /// Ranks (processes, NPUs) per node in a job.
+    #[arg(long, default_value_t = 8)]
+    ranks_per_node: u32,
+    /// Job: the rank with the job's highest peak (an extra allocation in --peak-step).
+    #[arg(long)]
+    peak_rank: Option<u32>,
+    /// Job: the step of the peak rank's extra allocation (default the last).
+    #[arg(long)]
+    peak_step: Option<u32>,
+    /// Job: the rank skewed in --skew-step.
+    #[arg(long)]
+    skew_rank: Option<u32>,
+    #[arg(long)]
+    skew_step: Option<u32>,
+    /// Job: the only rank that leaks (--leak-bytes).
+    #[arg(long)]
+    leak_rank: Option<u32>,
+}
+
+fn job(cli: &Cli, nodes: u32) -> ExitCode {
+    let mut cfg = JobConfig::new(nodes, cli.ranks_per_node);
+    if let Some(v) = cli.steps {
+        cfg.rank.steps = v;
+    }
+    if let Some(v) = cli.layers {
+        cfg.rank.layers = v;
+    }
+    if let Some(n) = cli.events {
+        cfg.rank.scale_to_events(n, cli.steps.is_some());
+        cfg.rank.stop_period = None;
+    }
+    for (slot, v) in [
+        (&mut cfg.peak_rank, cli.peak_rank),
+        (&mut cfg.peak_step, cli.peak_step),
+        (&mut cfg.skew_rank, cli.skew_rank),
+        (&mut cfg.skew_step, cli.skew_step),
+        (&mut cfg.leak_rank, cli.leak_rank),
+    ] {
+        if let Some(v) = v {
+            *slot = v;
+        }
+    }
+    if let Some(v) = cli.leak_bytes {
+        cfg.leak_bytes = v;
+    }
+    if let Some(v) = cli.seed {
+        cfg.rank.seed = v;
+    }
+    if let Some(Fmt::Db) = cli.format {
+        cfg.rank.format = Format::Db;
+    }
+    let t0 = Instant::now();
+    match generate_job(&cfg, &cli.out) {
+        Ok(t) => {
+            eprintln!(
+                "memq-gen: job of {} ranks ({} nodes × {}), {} dump rows, {} steps × {} layers in {:.2}s -> {} (peak rank {}, skew rank {} in step {}, leak rank {})",
+                t.ranks.len(),
+                t.nodes,
+                t.ranks_per_node,
+                t.ranks.iter().map(|r| r.rows).sum::<u64>(),
+                cfg.rank.steps,
+                cfg.rank.layers,
+                t0.elapsed().as_secs_f64(),
+                cli.out.display(),
+                t.peak_rank,
+                t.skew.rank,
+                t.skew.step,
+                t.leak_rank
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("memq-gen: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(nodes) = cli.nodes {
+        return job(&cli, nodes);
+    }
     let mut cfg = if cli.small {
         GenConfig::small()
     } else {
