@@ -103,6 +103,31 @@ pub struct GenConfig {
     /// forward pass, freed after the optimizer step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_step_alloc: Option<ExtraAlloc>,
+    /// The seed of the model's layer dims (default `seed`): ranks of a job share the model
+    /// while their seeds (timing, ids, host sizes) differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_seed: Option<u64>,
+    /// Activation (and activation-gradient) sizes in percent of the layer dims (default 100):
+    /// a bigger micro-batch, or a rank holding more activations than the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation_percent: Option<u32>,
+    /// Sequence-length warmup: step 1's activations are this percent of the full size,
+    /// growing linearly to 100 % in the last step (default none: every step the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_percent: Option<u32>,
+    /// A synchronous job's step clock: step `s` starts at `first_step_ns + (s - 1) ×
+    /// period_ns` plus a jitter below `jitter_ns` (or later, if the previous step overran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_clock: Option<StepClock>,
+}
+
+/// See [`GenConfig::step_clock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepClock {
+    /// Wall clock of step 1's start, ns since the Unix epoch.
+    pub first_step_ns: u64,
+    pub period_ns: u64,
+    pub jitter_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +172,10 @@ impl Default for GenConfig {
             pid: None,
             device_base: 0,
             extra_step_alloc: None,
+            model_seed: None,
+            activation_percent: None,
+            warmup_percent: None,
+            step_clock: None,
         }
     }
 }
@@ -210,6 +239,21 @@ impl GenConfig {
         }
     }
 
+    /// Activation sizes of step `s` in percent of the layer dims (100 unless
+    /// `activation_percent` or `warmup_percent` is set).
+    pub fn activation_percent_of(&self, s: u32) -> u64 {
+        let base = self.activation_percent.unwrap_or(100) as u64;
+        match self.warmup_percent {
+            Some(w) if self.steps > 1 => {
+                let w = (w as u64).min(100);
+                let s = s.clamp(1, self.steps) as u64;
+                base * (w * (self.steps as u64 - 1) + (100 - w) * (s - 1))
+                    / (100 * (self.steps as u64 - 1))
+            }
+            _ => base,
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(MemqError::Usage(format!("memq-gen: {m}")));
         if self.devices == 0 || self.devices > 32 {
@@ -223,6 +267,9 @@ impl GenConfig {
         }
         if self.layers == 0 {
             return bad("--layers must be at least 1");
+        }
+        if self.activation_percent == Some(0) {
+            return bad("activation_percent must be at least 1");
         }
         if let Some(p) = self.stop_period {
             if p.stop_before_step == 0 || p.start_before_step <= p.stop_before_step {

@@ -21,6 +21,29 @@ const SMALL_SEG: u64 = 2 * MIB;
 const LARGE_SEG: u64 = 20 * MIB;
 const ACCESS_CAP: usize = 4;
 
+/// The model's layer dims (from `model_seed`, default `seed`).
+fn layer_dims(cfg: &GenConfig) -> Vec<LayerDim> {
+    let mut dim_rng = Rng::new(cfg.model_seed.unwrap_or(cfg.seed) ^ 0x5eed_d1e5);
+    (0..cfg.layers)
+        .map(|_| {
+            let b = 128 * dim_rng.range(1, 8) as u32;
+            let h = 512 * dim_rng.range(1, 6) as u32;
+            let world = cfg.devices.max(2) as u64;
+            LayerDim {
+                w: round_up((h as u64) * (h as u64) * 2 / world, 512),
+                act: (b as u64) * (h as u64) * 2,
+                b,
+                h,
+            }
+        })
+        .collect()
+}
+
+/// Bytes of the activations live at the end of a forward pass at 100 % (two per layer).
+pub fn activation_bytes(cfg: &GenConfig) -> u64 {
+    layer_dims(cfg).iter().map(|d| 2 * d.act).sum()
+}
+
 fn round_up(v: u64, a: u64) -> u64 {
     v.div_ceil(a) * a
 }
@@ -352,6 +375,9 @@ pub struct Proc<'a> {
     cmp_rec: bool,
     cmp_wait: usize,
     range_seq: u64,
+    /// This step's activation sizes in percent of the layer dims (`activation_percent` and
+    /// `warmup_percent`; 100 when neither is set).
+    act_pct: u64,
 }
 
 impl<'a> Proc<'a> {
@@ -365,20 +391,7 @@ impl<'a> Proc<'a> {
         let start = cfg.start_time_ns + index as u64 * 1_337_000_000;
         let out = Out::new(root, pid, start, cfg.format)?;
         let mut rng = Rng::new(cfg.seed ^ mix(index as u64 + 1));
-        let mut dim_rng = Rng::new(cfg.seed ^ 0x5eed_d1e5);
-        let dims = (0..cfg.layers)
-            .map(|_| {
-                let b = 128 * dim_rng.range(1, 8) as u32;
-                let h = 512 * dim_rng.range(1, 6) as u32;
-                let world = cfg.devices.max(2) as u64;
-                LayerDim {
-                    w: round_up((h as u64) * (h as u64) * 2 / world, 512),
-                    act: (b as u64) * (h as u64) * 2,
-                    b,
-                    h,
-                }
-            })
-            .collect();
+        let dims = layer_dims(cfg);
         let devs = npus
             .iter()
             .enumerate()
@@ -466,11 +479,22 @@ impl<'a> Proc<'a> {
             cmp_rec: false,
             cmp_wait: 0,
             range_seq: 1,
+            act_pct: 100,
             rng,
         })
     }
 
     // ---- clock and ids ---------------------------------------------------------------------
+
+    /// The bytes of one activation of layer `l` in this step.
+    fn act_bytes(&self, l: usize) -> u64 {
+        let a = self.dims[l].act;
+        if self.act_pct == 100 {
+            a
+        } else {
+            round_up(a * self.act_pct / 100, 512)
+        }
+    }
 
     fn tick(&mut self, lo: u64, hi: u64) -> u64 {
         self.clock += self.rng.range(lo.max(1), hi.max(1));
@@ -1404,6 +1428,14 @@ impl<'a> Proc<'a> {
             self.cmp.push((step, Vec::new()));
             self.cmp_rec = true;
         }
+        self.act_pct = self.cfg.activation_percent_of(step);
+        if let Some(c) = self.cfg.step_clock {
+            // A synchronous job: every rank starts the step at the same wall time (± jitter).
+            let target = c.first_step_ns
+                + (step as u64 - 1) * c.period_ns
+                + self.rng.range(0, c.jitter_ns.max(1));
+            self.clock = self.clock.max(target);
+        }
         for d in 0..nd {
             self.step_begin(d, step)?;
         }
@@ -1440,7 +1472,7 @@ impl<'a> Proc<'a> {
         // The extra transient allocation of a skewed step: held from the end of the forward
         // pass through the optimizer step, so it adds to the step's peak.
         let extra = match self.cfg.extra_step_alloc {
-            Some(x) if x.step == step => {
+            Some(x) if x.step == step && x.bytes > 0 => {
                 let mut held = Vec::with_capacity(nd);
                 for d in 0..nd {
                     let t = self.devs[d].tid_main;
@@ -1556,7 +1588,11 @@ impl<'a> Proc<'a> {
             "",
             0,
             0,
-            (200_000, 2_000_000),
+            if self.cfg.step_clock.is_some() {
+                (1_000, 20_000)
+            } else {
+                (200_000, 2_000_000)
+            },
         )?;
         let collected = self.collecting;
         self.acc.step_begin(dev, step, ts, collected);
@@ -1644,7 +1680,7 @@ impl<'a> Proc<'a> {
         };
         let act = self.pta_malloc(
             d,
-            dim.act,
+            self.act_bytes(l),
             tx::OWN_ACT,
             t,
             first || l == 0,
@@ -1673,7 +1709,7 @@ impl<'a> Proc<'a> {
         self.pta_free(d, ag, t)?;
         // activation function
         self.aten(d, tx::OP_GELU, t, false)?;
-        let act2 = self.pta_malloc(d, dim.act, tx::OWN_ACT, t, false, 0, None, false)?;
+        let act2 = self.pta_malloc(d, self.act_bytes(l), tx::OWN_ACT, t, false, 0, None, false)?;
         self.access(
             Pool::Pta,
             act,
@@ -1701,7 +1737,7 @@ impl<'a> Proc<'a> {
 
     fn loss(&mut self, d: usize) -> Result<()> {
         let t = self.devs[d].tid_main;
-        let a = self.dims[self.dims.len() - 1].act;
+        let a = self.act_bytes(self.dims.len() - 1);
         self.aten(d, tx::OP_MSE, t, false)?;
         let loss = self.pta_malloc(d, 512, tx::OWN_ACT, t, false, 0, None, false)?;
         let tmp = self.pta_malloc(d, a, tx::OWN_OPS, t, false, 0, None, false)?;
@@ -1727,7 +1763,7 @@ impl<'a> Proc<'a> {
         self.kernel(d, tx::K_ALLGATHER, t, true)?;
         self.aten(d, tx::OP_ALL_GATHER, t, true)?;
         self.aten(d, tx::OP_GELU_BWD, t, false)?;
-        let gin = self.pta_malloc(d, dim.act, tx::OWN_BWD, t, false, 0, None, false)?;
+        let gin = self.pta_malloc(d, self.act_bytes(l), tx::OWN_BWD, t, false, 0, None, false)?;
         self.access(
             Pool::Pta,
             act2,

@@ -4,8 +4,9 @@
 //! memq-gen -o DIR [--devices N] [--steps N] [--events N] [--leak-bytes N] [--oom]
 //!          [--seed N] [--format csv|db] [--small]
 //! memq-gen -o JOB --nodes N --ranks-per-node M [--events N (per rank)] [--steps N]
-//!          [--peak-rank R] [--peak-step S] [--skew-rank R] [--skew-step S] [--leak-rank R]
-//!          [--leak-bytes N]
+//!          [--layers N] [--peak-rank R] [--skew-rank R --skew-step S] [--skew-ratio X]
+//!          [--leak-rank R] [--leak-bytes N] [--oom (the peak rank)] [--seed N]
+//!          [--format csv|db]
 //! ```
 
 use std::path::PathBuf;
@@ -70,25 +71,30 @@ struct Cli {
     /// Also write compare/memory_compare_<ts>.csv.
     #[arg(long)]
     compare: bool,
-    /// A multi-rank job: this many nodes (folders node0..), one process per NPU; writes
-    /// job_truth.json. --events is then per rank.
+    /// A multi-rank job: this many nodes (folders JOB/node<k>/memscopeDumpResults/), one
+    /// process per NPU, the pid of local rank j the same on every node; writes
+    /// JOB/job_truth.json and JOB/node<k>/truth_rank<r>.json. --events is then per rank.
     #[arg(long)]
     nodes: Option<u32>,
-    /// Ranks (processes, NPUs) per node in a job.
+    /// Job: ranks (processes, NPUs) per node.
     #[arg(long, default_value_t = 8)]
     ranks_per_node: u32,
-    /// Job: the rank with the job's highest peak (an extra allocation in --peak-step).
+    /// Job: the rank with the highest PTA peak (it holds 125 % of the others' activations in
+    /// every step). Default 5 (with fewer than 8 ranks: the last but one).
     #[arg(long)]
     peak_rank: Option<u32>,
-    /// Job: the step of the peak rank's extra allocation (default the last).
-    #[arg(long)]
-    peak_step: Option<u32>,
-    /// Job: the rank skewed in --skew-step.
+    /// Job: the rank with one extra transient allocation in --skew-step (default 2).
     #[arg(long)]
     skew_rank: Option<u32>,
+    /// Job: the skewed step (default 3; with fewer than 4 steps the last but one).
     #[arg(long)]
     skew_step: Option<u32>,
-    /// Job: the only rank that leaks (--leak-bytes).
+    /// Job: the wanted max/median of the per-rank step peaks in the skew step (default 1.4).
+    #[arg(long)]
+    skew_ratio: Option<f64>,
+    /// Job: the only rank that leaks --leak-bytes (default 6; with fewer than 8 ranks the
+    /// last); --leak-bytes defaults to 64 MiB in a job (less for a small model: a quarter of
+    /// the peak rank's extra activations).
     #[arg(long)]
     leak_rank: Option<u32>,
 }
@@ -96,18 +102,21 @@ struct Cli {
 fn job(cli: &Cli, nodes: u32) -> ExitCode {
     let mut cfg = JobConfig::new(nodes, cli.ranks_per_node);
     if let Some(v) = cli.steps {
-        cfg.rank.steps = v;
+        cfg.set_steps(v);
     }
     if let Some(v) = cli.layers {
         cfg.rank.layers = v;
     }
     if let Some(n) = cli.events {
         cfg.rank.scale_to_events(n, cli.steps.is_some());
-        cfg.rank.stop_period = None;
+        if let Some(v) = cli.layers {
+            cfg.rank.layers = v;
+        }
+        let steps = cfg.rank.steps;
+        cfg.set_steps(steps);
     }
     for (slot, v) in [
         (&mut cfg.peak_rank, cli.peak_rank),
-        (&mut cfg.peak_step, cli.peak_step),
         (&mut cfg.skew_rank, cli.skew_rank),
         (&mut cfg.skew_step, cli.skew_step),
         (&mut cfg.leak_rank, cli.leak_rank),
@@ -116,8 +125,11 @@ fn job(cli: &Cli, nodes: u32) -> ExitCode {
             *slot = v;
         }
     }
+    if let Some(v) = cli.skew_ratio {
+        cfg.skew_ratio = v;
+    }
     if let Some(v) = cli.leak_bytes {
-        cfg.leak_bytes = v;
+        cfg.leak_bytes = Some(v);
     }
     if let Some(v) = cli.seed {
         cfg.rank.seed = v;
@@ -125,11 +137,14 @@ fn job(cli: &Cli, nodes: u32) -> ExitCode {
     if let Some(Fmt::Db) = cli.format {
         cfg.rank.format = Format::Db;
     }
+    cfg.oom = cli.oom;
+    cfg.rank.end_stopped = cli.end_stopped;
+    cfg.rank.compare = cli.compare;
     let t0 = Instant::now();
     match generate_job(&cfg, &cli.out) {
         Ok(t) => {
             eprintln!(
-                "memq-gen: job of {} ranks ({} nodes × {}), {} dump rows, {} steps × {} layers in {:.2}s -> {} (peak rank {}, skew rank {} in step {}, leak rank {})",
+                "memq-gen: job of {} ranks ({} nodes × {}), {} dump rows ({} steps, {} layers per rank) in {:.2}s -> {} (peak rank {}, skew rank {} in step {} at {:.2}× the median, leak rank {})",
                 t.ranks.len(),
                 t.nodes,
                 t.ranks_per_node,
@@ -141,6 +156,7 @@ fn job(cli: &Cli, nodes: u32) -> ExitCode {
                 t.peak_rank,
                 t.skew.rank,
                 t.skew.step,
+                t.skew.ratio,
                 t.leak_rank
             );
             ExitCode::SUCCESS
