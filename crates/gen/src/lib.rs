@@ -19,6 +19,11 @@
 //!     device_cpu/dump/memscope_dump_<ts>.csv|db
 //!     compare/memory_compare_<ts>.csv             (when `compare`)
 //! ```
+//!
+//! A multi-rank job ([`generate_job`], `memq-gen --nodes N --ranks-per-node M`) writes one such
+//! project folder per rank under `<out>/node<k>/memscopeDumpResults/`, each rank's truth as
+//! `<out>/node<k>/truth_rank<r>.json` and the cross-rank truth as `<out>/job_truth.json`
+//! ([`JobTruth`]; see [`job`]).
 
 pub mod job;
 pub mod out;
