@@ -202,10 +202,11 @@ pub async fn ingest_sources(
 fn new_sources(sources: &[(usize, Source)], old: &[SourceEntry]) -> Result<Vec<(usize, Source)>> {
     let mut names: std::collections::HashSet<String> =
         old.iter().map(|e| e.source.clone()).collect();
+    let by_path: std::collections::HashMap<&str, &SourceEntry> =
+        old.iter().map(|e| (e.path.as_str(), e)).collect();
     let mut out = Vec::new();
     for (format, source) in sources {
-        let path = canonical(source);
-        if let Some(e) = old.iter().find(|e| e.path == path) {
+        if let Some(e) = by_path.get(canonical(source).as_str()) {
             let meta = fs::metadata(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
             if meta.len() == e.size_bytes && mtime_ns(&meta) == e.mtime_unix_ns {
                 continue;

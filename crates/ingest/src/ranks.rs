@@ -124,28 +124,22 @@ pub fn place(sources: &[(&Path, &str)], known: &[Known]) -> Vec<Placement> {
 /// The order new processes are numbered in: node (natural), NPU, pid, path.
 fn order_key(a: &PathFacts, b: &PathFacts) -> Ordering {
     natural(&a.node, &b.node)
-        .then_with(|| device_order(&a.device).cmp(&device_order(&b.device)))
+        .then_with(|| device_order(a.device.as_deref()).cmp(&device_order(b.device.as_deref())))
         .then_with(|| a.pid.unwrap_or(i64::MAX).cmp(&b.pid.unwrap_or(i64::MAX)))
         .then_with(|| natural(&a.process, &b.process))
 }
 
-fn device_order(d: &Option<String>) -> i64 {
-    d.as_deref()
-        .and_then(|d| d.parse::<i64>().ok())
-        .unwrap_or(i64::MAX)
+/// NPU numbers in numeric order, `cpu` and unnamed devices last.
+fn device_order(d: Option<&str>) -> i64 {
+    d.and_then(|d| d.parse::<i64>().ok()).unwrap_or(i64::MAX)
 }
 
+/// The lower NPU of two (the first on a tie).
 fn lowest_device(a: Option<String>, b: Option<String>) -> Option<String> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(
-            if device_order(&Some(b.clone())) < device_order(&Some(a.clone())) {
-                b
-            } else {
-                a
-            },
-        ),
-        (a, b) => a.or(b),
-    }
+    [a, b]
+        .into_iter()
+        .flatten()
+        .min_by_key(|d| device_order(Some(d)))
 }
 
 /// `node2` before `node10`: digit runs compare as numbers.
