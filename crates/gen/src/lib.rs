@@ -24,9 +24,15 @@
 //! project folder per rank under `<out>/node<k>/memscopeDumpResults/`, each rank's truth as
 //! `<out>/node<k>/truth_rank<r>.json` and the cross-rank truth as `<out>/job_truth.json`
 //! ([`JobTruth`]; see [`job`]).
+//!
+//! `memq-gen --wasted` ([`GenConfig::wasted`]) injects three blocks of wasted memory per NPU
+//! with ACCESS rows (truth `wasted`); `memq-gen --compare-run` ([`generate_pair`]) writes two
+//! runs, `<out>/runA/` and `<out>/runB/` (B with an extra owner, [`GenConfig::extra_owner`]),
+//! and their per-owner comparison as `<out>/pair_truth.json` ([`PairTruth`]; see [`pair`]).
 
 pub mod job;
 pub mod out;
+pub mod pair;
 pub mod rng;
 mod sim;
 pub mod text;
@@ -124,6 +130,49 @@ pub struct GenConfig {
     /// period_ns` plus a jitter below `jitter_ns` (or later, if the previous step overran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_clock: Option<StepClock>,
+    /// Inject wasted memory (`memq-gen --wasted`): on every NPU, in the first collected step
+    /// from step 2 on, three PTA blocks with ACCESS rows — allocated long before first use,
+    /// held long after last use, idle between two uses — each wasting its interval across the
+    /// step's forward and backward passes (truth: `wasted`). Needs `access_rows` (the default).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub wasted: bool,
+    /// An extra owner (`PTA@eval_cache`) allocating a known number of bytes per step on every
+    /// NPU and holding part of them to the end: run B of `memq-gen --compare-run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_owner: Option<ExtraOwner>,
+}
+
+/// See [`GenConfig::extra_owner`]: per step and NPU, one block of `held_per_step` bytes kept to
+/// the end and one of the rest of `bytes_per_step` freed after the optimizer step (each size
+/// rounded up to 512 like every PTA block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraOwner {
+    pub bytes_per_step: u64,
+    pub held_per_step: u64,
+}
+
+impl ExtraOwner {
+    /// (held, transient) block sizes as allocated.
+    pub fn split(self) -> (u64, u64) {
+        let round = |v: u64| v.max(1).div_ceil(512) * 512;
+        (
+            round(self.held_per_step),
+            round(self.bytes_per_step.saturating_sub(self.held_per_step)),
+        )
+    }
+}
+
+impl Default for ExtraOwner {
+    fn default() -> Self {
+        ExtraOwner {
+            bytes_per_step: 5 * 1024 * 1024,
+            held_per_step: 1024 * 1024,
+        }
+    }
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// See [`GenConfig::step_clock`].
@@ -181,6 +230,8 @@ impl Default for GenConfig {
             activation_percent: None,
             warmup_percent: None,
             step_clock: None,
+            wasted: false,
+            extra_owner: None,
         }
     }
 }
@@ -281,6 +332,14 @@ impl GenConfig {
                 return bad("stop period must satisfy 1 <= stop < start");
             }
         }
+        if self.wasted && !self.access_rows {
+            return bad("wasted memory needs ACCESS rows (access_rows)");
+        }
+        if let Some(x) = self.extra_owner {
+            if x.held_per_step >= x.bytes_per_step {
+                return bad("the extra owner must hold less than it allocates per step");
+            }
+        }
         Ok(())
     }
 }
@@ -322,7 +381,17 @@ fn generate_tree(cfg: &GenConfig, out: &Path) -> Result<Truth> {
         hal_segments: Vec::new(),
         oom: Vec::new(),
         shadow: truth::ShadowTruth::default(),
+        peak_categories: Vec::new(),
+        step_live: Vec::new(),
+        owners: Vec::new(),
+        wasted: cfg.wasted.then(|| truth::WastedTruth {
+            injected: Vec::new(),
+            listed: Vec::new(),
+        }),
+        extra_owner_steps: Vec::new(),
     };
+    let mut owners: std::collections::BTreeMap<String, truth::OwnerTotals> = Default::default();
+    let mut extra: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
     for p in 0..cfg.processes {
         let npus: Vec<u32> = (0..cfg.devices)
             .filter(|d| d % cfg.processes == p)
@@ -330,10 +399,34 @@ fn generate_tree(cfg: &GenConfig, out: &Path) -> Result<Truth> {
             .collect();
         let pid = base_pid + p * 173;
         let proc = sim::Proc::new(cfg, p, pid, &npus, out)?;
-        let r = proc.run()?;
+        let mut r = proc.run()?;
         t.rows_written += r.rows;
         t.files.extend(r.files);
+        for (s, (b, n)) in std::mem::take(&mut r.acc.extra_steps) {
+            let e = extra.entry(s).or_default();
+            e.0 += b;
+            e.1 += n;
+        }
         let a = r.acc.finish();
+        t.peak_categories.extend(a.peak_categories);
+        t.step_live.extend(a.step_live);
+        for o in a.owners {
+            let e = owners.entry(o.owner.clone()).or_insert(truth::OwnerTotals {
+                owner: o.owner.clone(),
+                alloc_bytes: 0,
+                blocks: 0,
+                peak_bytes: 0,
+                held_end: 0,
+            });
+            e.alloc_bytes += o.alloc_bytes;
+            e.blocks += o.blocks;
+            e.peak_bytes = e.peak_bytes.max(o.peak_bytes);
+            e.held_end += o.held_end;
+        }
+        if let (Some(w), Some(aw)) = (t.wasted.as_mut(), a.wasted) {
+            w.injected.extend(aw.injected);
+            w.listed.extend(aw.listed);
+        }
         t.pools.extend(a.pools);
         t.breakdowns.extend(a.breakdowns);
         t.live_at_exit.extend(a.live_at_exit);
@@ -357,7 +450,116 @@ fn generate_tree(cfg: &GenConfig, out: &Path) -> Result<Truth> {
         });
     }
     t.files.sort_by(|a, b| a.path.cmp(&b.path));
+    t.owners = owners.into_values().collect();
+    t.extra_owner_steps = extra
+        .into_iter()
+        .map(|(step, (bytes, blocks))| truth::StepAlloc {
+            step,
+            bytes,
+            blocks,
+        })
+        .collect();
     Ok(t)
 }
 
 pub use job::{generate_job, JobConfig, JobTruth};
+pub use pair::{generate_pair, PairTruth};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(cfg: &GenConfig) -> Truth {
+        let dir = tempfile::tempdir().unwrap();
+        generate(cfg, dir.path()).unwrap()
+    }
+
+    #[test]
+    fn peak_categories_and_step_ends_add_up_to_the_pool_counters() {
+        let t = run(&GenConfig::small());
+        assert_eq!(t.peak_categories.len(), 2);
+        for pc in &t.peak_categories {
+            let p = t
+                .pools
+                .iter()
+                .find(|p| p.device == pc.device && p.pool == "PTA")
+                .unwrap();
+            assert_eq!((pc.total_bytes, pc.at_ts), (p.peak_used, p.peak_used_ts));
+            let names: Vec<&str> = pc.categories.iter().map(|g| g.group.as_str()).collect();
+            for c in ["weights", "gradients", "optimizer_state", "activations"] {
+                assert!(names.contains(&c), "{c} in {names:?}");
+            }
+        }
+        for sl in t.step_live.iter().filter(|s| s.pool == "PTA") {
+            let p = t
+                .pools
+                .iter()
+                .find(|p| p.device == sl.device && p.pool == "PTA")
+                .unwrap();
+            let s = p.steps.iter().find(|s| s.step == sl.step).unwrap();
+            assert_eq!(s.end_used, Some(sl.total_bytes), "{sl:?}");
+        }
+        // collected steps that ended (the last one dies of the OOM on device 0)
+        assert!(t.step_live.iter().filter(|s| s.pool == "PTA").count() >= 6);
+        assert!(t.wasted.is_none());
+        assert!(t.extra_owner_steps.is_empty());
+        let leak = t.owners.iter().find(|o| o.owner == text::OWN_LEAK).unwrap();
+        assert_eq!(leak.alloc_bytes, t.leak.bytes);
+        assert_eq!(leak.held_end, t.leak.bytes);
+    }
+
+    #[test]
+    fn each_injected_block_wastes_its_interval_across_the_peak() {
+        for (seed, stop) in [
+            (DEFAULT_SEED, None),
+            (7, GenConfig::mid_stop(5)),
+            (99, None),
+        ] {
+            let cfg = GenConfig {
+                steps: 5,
+                layers: 3,
+                leak_bytes: 3 * 1024 * 1024,
+                stop_period: stop,
+                wasted: true,
+                seed,
+                ..GenConfig::default()
+            };
+            let t = run(&cfg);
+            let w = t.wasted.as_ref().unwrap();
+            assert_eq!(w.injected.len(), 6, "seed {seed}");
+            for iv in &w.injected {
+                assert!(iv.covers_peak, "seed {seed}: {iv:?}");
+                assert_eq!(iv.peak_saving, iv.size);
+                let want = match iv.kind.as_str() {
+                    "early_allocation" => (iv.alloc_ts, iv.first_use_ts),
+                    "late_deallocation" => (iv.last_use_ts, iv.end_ts.unwrap()),
+                    _ => (iv.first_use_ts, iv.last_use_ts),
+                };
+                assert_eq!((iv.wasted_from, iv.wasted_to), want, "{iv:?}");
+            }
+            // one interval per injected block covers the peak, no other of its intervals
+            for iv in w.listed.iter().filter(|iv| iv.injected) {
+                assert!(w.injected.contains(iv), "{iv:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn new_options_are_off_by_default_and_not_serialized() {
+        let c = GenConfig::default();
+        assert!(!c.wasted && c.extra_owner.is_none());
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            !text.contains("wasted") && !text.contains("extra_owner"),
+            "{text}"
+        );
+        let bad = GenConfig {
+            extra_owner: Some(ExtraOwner {
+                bytes_per_step: 10,
+                held_per_step: 10,
+            }),
+            ..GenConfig::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

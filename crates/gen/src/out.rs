@@ -99,6 +99,9 @@ pub struct Out {
     db_stamp: Option<String>,
     line: Vec<u8>,
     pub rows_written: u64,
+    /// The latest timestamp written per device, and over the device-less rows.
+    max_ts: BTreeMap<Dev, u64>,
+    deviceless_max: u64,
 }
 
 pub fn stamp(ts_ns: u64) -> String {
@@ -231,6 +234,8 @@ impl Out {
             db_stamp: None,
             line: Vec::with_capacity(512),
             rows_written: 0,
+            max_ts: BTreeMap::new(),
+            deviceless_max: 0,
         })
     }
 
@@ -309,6 +314,8 @@ impl Out {
 
     /// Writes a row to its device's file now (creating the file on first use).
     pub fn write(&mut self, r: &RowRef<'_>, now: u64) -> Result<()> {
+        let m = self.max_ts.entry(r.dev).or_insert(r.ts);
+        *m = (*m).max(r.ts);
         let i = self.sink_index(r.dev, now)?;
         self.write_to(i, r)
     }
@@ -413,7 +420,14 @@ impl Out {
 
     /// Buffers a device-less row; it is appended to every dump file of the process at exit.
     pub fn deviceless(&mut self, row: OwnedRow) {
+        self.deviceless_max = self.deviceless_max.max(row.ts);
         self.deviceless.push(row);
+    }
+
+    /// The timestamp of the last row the dump file of `dev` will hold (its own rows and the
+    /// device-less rows appended to every file); `None` when it has no file.
+    pub fn last_ts(&self, dev: Dev) -> Option<u64> {
+        self.max_ts.get(&dev).map(|&m| m.max(self.deviceless_max))
     }
 
     /// One Python trace record (written when the function returns).

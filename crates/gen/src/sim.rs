@@ -9,7 +9,7 @@ use std::path::Path;
 use super::out::{hex, stamp, Dev, Out, OwnedRow, RowRef};
 use super::rng::{mix, Rng};
 use super::text::{self as tx, owner_group, stk};
-use super::truth::{Acc, FileTruth, HalSegment, LeakBlock, OomRecord, OomTruth};
+use super::truth::{Acc, FileTruth, HalSegment, LeakBlock, OomRecord, OomTruth, UseRecord};
 use super::GenConfig;
 use memq_core::error::Result;
 
@@ -20,6 +20,9 @@ pub const GIB: u64 = 1024 * MIB;
 const SMALL_SEG: u64 = 2 * MIB;
 const LARGE_SEG: u64 = 20 * MIB;
 const ACCESS_CAP: usize = 4;
+/// Sizes of the injected wasted-memory blocks: early allocation, late deallocation, temporary
+/// idleness (`GenConfig::wasted`).
+pub const WASTE_SIZES: [u64; 3] = [24 * MIB, 12 * MIB, 6 * MIB];
 
 /// The model's layer dims (from `model_seed`, default `seed`).
 fn layer_dims(cfg: &GenConfig) -> Vec<LayerDim> {
@@ -131,6 +134,20 @@ struct Block {
     accesses: Vec<Access>,
     leak: bool,
     pending: Option<FreeRow>,
+    /// What the block is by construction (truth's categories).
+    cat: &'static str,
+}
+
+impl Block {
+    /// The owner as owner_peaks and run_diff name it: the owner, else `(stock)` for a promoted
+    /// block, else the pool.
+    fn owner_label(&self) -> &'static str {
+        match self.owner {
+            Some(o) => o,
+            None if self.state != BState::Normal => "(stock)",
+            None => self.pool.label(),
+        }
+    }
 }
 
 // ---- allocators ------------------------------------------------------------------------------
@@ -250,6 +267,9 @@ struct PtaPool {
     max_total: u64,
 }
 
+/// The segment class of plain allocations (see `Proc::plain`).
+const PLAIN_CLASS: u8 = 3;
+
 fn class_of(size: u64) -> u8 {
     if size <= MIB {
         0
@@ -269,8 +289,7 @@ fn seg_size(size: u64) -> u64 {
 }
 
 impl PtaPool {
-    fn try_alloc(&mut self, size: u64) -> Option<u64> {
-        let class = class_of(size);
+    fn try_alloc(&mut self, size: u64, class: u8) -> Option<u64> {
         for (base, seg) in self.segs.iter_mut() {
             if seg.class != class {
                 continue;
@@ -378,6 +397,11 @@ pub struct Proc<'a> {
     /// This step's activation sizes in percent of the layer dims (`activation_percent` and
     /// `warmup_percent`; 100 when neither is set).
     act_pct: u64,
+    /// Fixed time steps and no ID gaps, drawing nothing from the PRNG (run B's extra owner,
+    /// so that everything else stays as in run A).
+    plain: bool,
+    /// The step that gets the injected wasted-memory blocks (`GenConfig::wasted`).
+    wasted_step: Option<u32>,
 }
 
 impl<'a> Proc<'a> {
@@ -441,6 +465,15 @@ impl<'a> Proc<'a> {
         } else {
             None
         };
+        let wasted_step = if cfg.wasted {
+            collected
+                .iter()
+                .copied()
+                .find(|&s| s >= 2)
+                .or(collected.first().copied())
+        } else {
+            None
+        };
         let hbm_total = 65_464_696_832;
         let other_used = 3 * GIB + rng.range(0, 255) * MIB;
         Ok(Proc {
@@ -467,7 +500,11 @@ impl<'a> Proc<'a> {
                 batch: None,
             },
             out,
-            acc: Acc::new(pid),
+            acc: {
+                let mut a = Acc::new(pid);
+                a.track_uses = cfg.wasted;
+                a
+            },
             stacks: tx::stack_table(),
             leak_plan,
             leak_steps,
@@ -480,6 +517,8 @@ impl<'a> Proc<'a> {
             cmp_wait: 0,
             range_seq: 1,
             act_pct: 100,
+            plain: false,
+            wasted_step,
             rng,
         })
     }
@@ -497,6 +536,10 @@ impl<'a> Proc<'a> {
     }
 
     fn tick(&mut self, lo: u64, hi: u64) -> u64 {
+        if self.plain {
+            self.clock += lo.max(1);
+            return self.clock;
+        }
         self.clock += self.rng.range(lo.max(1), hi.max(1));
         self.clock
     }
@@ -505,7 +548,7 @@ impl<'a> Proc<'a> {
     fn new_id(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        if self.rng.chance(1, 12) {
+        if !self.plain && self.rng.chance(1, 12) {
             self.next_id += 1;
         }
         id
@@ -582,16 +625,32 @@ impl<'a> Proc<'a> {
 
     fn group_add(&mut self, b: &Block) {
         if b.pool != Pool::Host {
-            self.acc
-                .group_add(b.dev, b.pool.label(), owner_group(b.owner), b.size);
+            self.acc.group_add(
+                b.dev,
+                b.pool.label(),
+                owner_group(b.owner),
+                (b.owner_label(), b.cat),
+                b.size,
+            );
         }
     }
 
     fn group_remove(&mut self, b: &Block) {
         if b.pool != Pool::Host {
-            self.acc
-                .group_remove(b.dev, b.pool.label(), owner_group(b.owner), b.size);
+            self.acc.group_remove(
+                b.dev,
+                b.pool.label(),
+                owner_group(b.owner),
+                (b.owner_label(), b.cat),
+                b.size,
+            );
         }
+    }
+
+    /// A written row that allocates (+) or ends (-) block `b` in the tool's view.
+    fn owner_delta(&mut self, b: &Block, sign: i64) {
+        self.acc
+            .owner_delta(b.dev, b.pool.label(), b.owner_label(), sign * b.size as i64);
     }
 
     fn tool_malloc(&mut self, mut b: Block, ts: u64) -> Result<()> {
@@ -599,6 +658,7 @@ impl<'a> Proc<'a> {
             // Rule 5: MALLOC on a live address → synthetic shadow FREE for the old block.
             if old.state != BState::Shadow {
                 self.group_remove(&old);
+                self.owner_delta(&old, -1);
                 let id = self.new_id();
                 let f = FreeRow {
                     id,
@@ -616,12 +676,14 @@ impl<'a> Proc<'a> {
             b.state = BState::Normal;
             b.written_ts = ts;
             self.group_add(&b);
+            self.owner_delta(&b, 1);
             self.counter(&b, ts, b.used, b.total);
             if self.cmp_wait > 0 && b.pool == Pool::Pta && b.dev == self.devs[0].dev {
                 self.fill_cmp(b.size);
             }
         } else {
             b.state = BState::Shadow;
+            b.cat = tx::CAT_STOCK;
             b.owner = None;
             b.ineff = None;
             b.py = stk::NONE;
@@ -647,6 +709,7 @@ impl<'a> Proc<'a> {
         };
         if self.collecting {
             self.group_remove(&b);
+            self.owner_delta(&b, -1);
             self.counter(&b, ts, used, total);
             if self.cmp_wait > 0 && b.pool == Pool::Pta && b.dev == self.devs[0].dev {
                 self.fill_cmp(b.size);
@@ -665,7 +728,10 @@ impl<'a> Proc<'a> {
             Ok(()) // rule 1: lived entirely outside collection
         } else {
             // Rule 3: genuine free while stopped → shadow FREE at stop+1, written at next start.
+            // (Its FREE row's bytes leave the owner's series at the start; no row of the
+            // series lies in between.)
             self.group_remove(&b);
+            self.owner_delta(&b, -1);
             b.pending = Some(FreeRow {
                 id,
                 ts: self.last_stop.map_or(ts, |s| s + 1),
@@ -735,6 +801,21 @@ impl<'a> Proc<'a> {
         self.out.write(&row, now)?;
         if promoted {
             self.acc.shadow.promoted_mallocs += 1;
+        }
+        self.acc
+            .owner_block(b.owner_label(), b.size, f.reason == Reason::ExitFill);
+        if self.acc.track_uses && !b.accesses.is_empty() {
+            self.acc.uses.push(UseRecord {
+                dev: b.dev,
+                pool: b.pool.label(),
+                ptr: b.ptr,
+                size: b.size,
+                owner: b.owner.unwrap_or(""),
+                alloc_id: b.alloc_id,
+                alloc_ts: b.written_ts,
+                uses: b.accesses.iter().map(|a| a.ts).collect(),
+                end_ts: (f.reason != Reason::ExitFill).then_some(f.ts),
+            });
         }
         if b.pool == Pool::Hal {
             self.acc.hal_delta(b.dev, b.written_ts, b.size as i64);
@@ -912,6 +993,7 @@ impl<'a> Proc<'a> {
             accesses: Vec::new(),
             leak: false,
             pending: None,
+            cat: tx::category_of(owner),
         };
         self.tool_malloc(b, ts)?;
         Ok(ptr)
@@ -942,11 +1024,40 @@ impl<'a> Proc<'a> {
         ineff: Option<&'static str>,
         leak: bool,
     ) -> Result<u64> {
+        let cat = tx::category_of(owner);
+        self.pta_alloc(d, size, owner, cat, tid, stacks, py, ineff, leak)
+    }
+
+    /// [`Self::pta_malloc`] of a block whose category is not its owner's usual one.
+    #[allow(clippy::too_many_arguments)]
+    fn pta_alloc(
+        &mut self,
+        d: usize,
+        size: u64,
+        owner: &'static str,
+        cat: &'static str,
+        tid: u32,
+        stacks: bool,
+        py: u32,
+        ineff: Option<&'static str>,
+        leak: bool,
+    ) -> Result<u64> {
         let size = round_up(size.max(1), 512);
-        let ptr = match self.devs[d].pta.try_alloc(size) {
+        // Plain allocations (run B's extra owner) keep to segments of their own, so that the
+        // pool serves every other block as it would without them.
+        let class = if self.plain {
+            PLAIN_CLASS
+        } else {
+            class_of(size)
+        };
+        let ptr = match self.devs[d].pta.try_alloc(size, class) {
             Some(p) => p,
             None => {
-                let seg = seg_size(size);
+                let seg = if self.plain {
+                    round_up(size, SMALL_SEG)
+                } else {
+                    seg_size(size)
+                };
                 let (spy, sc) = if stacks {
                     (py, stk::C_HAL_APP)
                 } else {
@@ -954,10 +1065,10 @@ impl<'a> Proc<'a> {
                 };
                 let base = self.hal_malloc(d, seg, tx::OWN_APP, "huge", "alloc", tid, spy, sc)?;
                 let pool = &mut self.devs[d].pta;
-                pool.segs.insert(base, Seg::new(seg, class_of(size)));
+                pool.segs.insert(base, Seg::new(seg, class));
                 pool.total += seg;
                 pool.max_total = pool.max_total.max(pool.total);
-                pool.try_alloc(size).expect("fresh segment fits")
+                pool.try_alloc(size, class).expect("fresh segment fits")
             }
         };
         let pool = &mut self.devs[d].pta;
@@ -990,6 +1101,7 @@ impl<'a> Proc<'a> {
             accesses: Vec::new(),
             leak,
             pending: None,
+            cat,
         };
         self.tool_malloc(b, ts)?;
         // The owner label is reported as a separate internal event (consumes an ID).
@@ -1011,18 +1123,21 @@ impl<'a> Proc<'a> {
 
     /// torch.npu.empty_cache(): every fully free segment goes back to the driver.
     fn empty_cache(&mut self, d: usize) -> Result<()> {
-        let free: Vec<(u64, u64)> = self.devs[d]
+        let free: Vec<(u64, u64, bool)> = self.devs[d]
             .pta
             .segs
             .iter()
             .filter(|(_, s)| s.live == 0)
-            .map(|(b, s)| (*b, s.size))
+            .map(|(b, s)| (*b, s.size, s.class == PLAIN_CLASS))
             .collect();
         let tid = self.devs[d].tid_main;
-        for (base, size) in free {
+        for (base, size, plain) in free {
             self.devs[d].pta.segs.remove(&base);
             self.devs[d].pta.total -= size;
+            let was = self.plain;
+            self.plain = was || plain;
             self.hal_free(d, base, tid, true)?;
+            self.plain = was;
         }
         Ok(())
     }
@@ -1056,6 +1171,7 @@ impl<'a> Proc<'a> {
             accesses: Vec::new(),
             leak: false,
             pending: None,
+            cat: tx::CAT_OTHER,
         };
         self.tool_malloc(b, ts)?;
         Ok(ptr)
@@ -1109,11 +1225,20 @@ impl<'a> Proc<'a> {
                 let b = self.live.get_mut(&k).expect("live");
                 b.state = BState::Promoted;
                 b.written_ts = ts;
+                b.cat = tx::CAT_STOCK;
                 (b.dev, b.pool, b.size)
             };
             if pool != Pool::Host {
-                self.acc.group_add(dev, pool.label(), tx::UNLABELLED, size);
+                self.acc.group_add(
+                    dev,
+                    pool.label(),
+                    tx::UNLABELLED,
+                    ("(stock)", tx::CAT_STOCK),
+                    size,
+                );
             }
+            self.acc
+                .owner_delta(dev, pool.label(), "(stock)", size as i64);
         }
         self.last_stop = None;
         Ok(())
@@ -1225,7 +1350,18 @@ impl<'a> Proc<'a> {
     fn atb_op(&mut self, d: usize, l: usize, input: u64, tid: u32) -> Result<()> {
         let dim = self.dims[l];
         let ws_size = 64 * KIB + 512 * (l as u64 % 7);
-        let ws = self.pta_malloc(d, ws_size, tx::OWN_OPS, tid, false, 0, None, false)?;
+        // the op's workspace (ATB_START names it), though the tool labels it like any op
+        let ws = self.pta_alloc(
+            d,
+            ws_size,
+            tx::OWN_OPS,
+            tx::CAT_WORKSPACE,
+            tid,
+            false,
+            0,
+            None,
+            false,
+        )?;
         let dev = self.devs[d].dev;
         let path = format!("{}_{}/0/{l}_{}", self.range_seq, self.pid, tx::ATB_OP);
         let attr = format!(
@@ -1458,6 +1594,11 @@ impl<'a> Proc<'a> {
                 self.aten(d, tx::OP_CLONE, t, true)?;
             }
         }
+        let wasted = if self.wasted_step == Some(step) && self.collecting {
+            self.waste_begin()?
+        } else {
+            Vec::new()
+        };
         for d in 0..nd {
             self.devs[d].marks[1] = self.clock;
         }
@@ -1491,6 +1632,10 @@ impl<'a> Proc<'a> {
             }
             _ => Vec::new(),
         };
+        let eval = match self.cfg.extra_owner {
+            Some(x) => self.extra_owner_begin(step, x)?,
+            None => Vec::new(),
+        };
         for d in 0..nd {
             self.devs[d].marks[2] = self.clock;
             self.loss(d)?;
@@ -1506,6 +1651,17 @@ impl<'a> Proc<'a> {
         for (d, p) in extra.into_iter().enumerate() {
             let t = self.devs[d].tid_main;
             self.pta_free(d, p, t)?;
+        }
+        if !eval.is_empty() {
+            self.plain = true;
+            for (d, p) in eval.into_iter().enumerate() {
+                let t = self.devs[d].tid_main;
+                self.pta_free(d, p, t)?;
+            }
+            self.plain = false;
+        }
+        if !wasted.is_empty() {
+            self.waste_end(wasted)?;
         }
         if step < self.cfg.steps {
             self.prefetch()?;
@@ -1537,6 +1693,97 @@ impl<'a> Proc<'a> {
         self.range_seq += 1;
         self.cmp_rec = false;
         Ok(())
+    }
+
+    /// The injected wasted memory (`GenConfig::wasted`), allocated on every device at the start
+    /// of the step and used so that each block wastes one known interval across the step's
+    /// forward and backward passes (where the peak is): E is allocated now and first used after
+    /// the optimizer step, L is used now and freed after the optimizer step, I is used now and
+    /// again after the optimizer step. Returns their (E, L, I) addresses per device.
+    fn waste_begin(&mut self) -> Result<Vec<[u64; 3]>> {
+        let mut out = Vec::new();
+        for d in 0..self.devs.len() {
+            let t = self.devs[d].tid_main;
+            let e = self.pta_malloc(
+                d,
+                WASTE_SIZES[0],
+                tx::OWN_WASTE_EARLY,
+                t,
+                false,
+                0,
+                None,
+                false,
+            )?;
+            let l = self.pta_malloc(
+                d,
+                WASTE_SIZES[1],
+                tx::OWN_WASTE_LATE,
+                t,
+                false,
+                0,
+                None,
+                false,
+            )?;
+            self.access(Pool::Pta, l, "WRITE", tx::OP_ADDMM, AccKind::Bare, t);
+            self.access(Pool::Pta, l, "READ", tx::OP_GELU, AccKind::Bare, t);
+            let i = self.pta_malloc(
+                d,
+                WASTE_SIZES[2],
+                tx::OWN_WASTE_IDLE,
+                t,
+                false,
+                0,
+                None,
+                false,
+            )?;
+            self.access(Pool::Pta, i, "WRITE", tx::OP_ADDMM, AccKind::Bare, t);
+            for (p, kind) in [
+                (e, "early_allocation"),
+                (l, "late_deallocation"),
+                (i, "temporary_idleness"),
+            ] {
+                if let Some(b) = self.live.get(&(Pool::Pta, p)) {
+                    self.acc.injected.insert(b.alloc_id, kind);
+                }
+            }
+            out.push([e, l, i]);
+        }
+        Ok(out)
+    }
+
+    fn waste_end(&mut self, blocks: Vec<[u64; 3]>) -> Result<()> {
+        for (d, [e, l, i]) in blocks.into_iter().enumerate() {
+            let t = self.devs[d].tid_main;
+            self.access(Pool::Pta, e, "READ", tx::OP_TO_COPY, AccKind::Bare, t);
+            self.pta_free(d, e, t)?;
+            self.pta_free(d, l, t)?;
+            self.access(Pool::Pta, i, "READ", tx::OP_MM, AccKind::Bare, t);
+            self.pta_free(d, i, t)?;
+        }
+        Ok(())
+    }
+
+    /// Run B's extra owner (`GenConfig::extra_owner`): after the forward pass every device
+    /// allocates `bytes_per_step` under [`tx::OWN_EXTRA`] in two blocks, a transient one freed
+    /// after the optimizer step and `held_per_step` kept to the end. Time advances by fixed
+    /// steps and no PRNG draw is made, so the rest of the run is run A's. Returns the transient
+    /// blocks.
+    fn extra_owner_begin(&mut self, step: u32, x: super::ExtraOwner) -> Result<Vec<u64>> {
+        let (held, transient) = x.split();
+        self.plain = true;
+        let mut out = Vec::new();
+        for d in 0..self.devs.len() {
+            let t = self.devs[d].tid_main;
+            out.push(self.pta_malloc(d, transient, tx::OWN_EXTRA, t, false, 0, None, false)?);
+            self.pta_malloc(d, held, tx::OWN_EXTRA, t, false, 0, None, false)?;
+            if self.collecting {
+                let e = self.acc.extra_steps.entry(step).or_insert((0, 0));
+                e.0 += held + transient;
+                e.1 += 2;
+            }
+        }
+        self.plain = false;
+        Ok(out)
     }
 
     /// The data loader copies the next batch to every device through a pinned host buffer
@@ -1776,8 +2023,18 @@ impl<'a> Proc<'a> {
         self.aten(d, tx::OP_GELU_BWD, t, true)?;
         self.pta_free(d, act2, t)?;
         self.aten(d, tx::OP_MM, t, false)?;
-        let gfull =
-            self.pta_malloc(d, dim.w * self.world, tx::OWN_BWD, t, false, 0, None, false)?;
+        // the unsharded weight gradient, reduce-scattered into the kept shard below
+        let gfull = self.pta_alloc(
+            d,
+            dim.w * self.world,
+            tx::OWN_BWD,
+            tx::CAT_GRADIENTS,
+            t,
+            false,
+            0,
+            None,
+            false,
+        )?;
         self.access(
             Pool::Pta,
             act,
@@ -2008,6 +2265,11 @@ impl<'a> Proc<'a> {
             stamp(self.cfg.start_time_ns)
         );
         self.out.write_file(&log_name, "log", &log, 3)?;
+        for d in &self.devs {
+            if let Some(ts) = self.out.last_ts(d.dev) {
+                self.acc.data_end.insert(d.dev, ts);
+            }
+        }
         let devices = self.devs.iter().map(|d| d.dev.label()).collect();
         let dir = self.out.dir_rel.clone();
         let (files, rows) = self.out.finish()?;

@@ -18,6 +18,44 @@ pub const OWN_HCCL: &str = "CANN@HCCL";
 pub const OWN_RUNTIME: &str = "CANN@RUNTIME";
 pub const OWN_GE: &str = "CANN@GE";
 pub const OWN_AICPU: &str = "CANN@AICPU";
+/// Run B's extra owner of a two-run fixture (`memq-gen --compare-run`).
+pub const OWN_EXTRA: &str = "PTA@eval_cache";
+/// The injected wasted-memory blocks (`memq-gen --wasted`).
+pub const OWN_WASTE_EARLY: &str = "PTA@prefetch_buffer";
+pub const OWN_WASTE_LATE: &str = "PTA@activation@checkpoint";
+pub const OWN_WASTE_IDLE: &str = "PTA@activation@recompute";
+
+// ---- categories (what a block is by construction; docs/attribution.md's names) ---------------
+pub const CAT_WEIGHTS: &str = "weights";
+pub const CAT_GRADIENTS: &str = "gradients";
+pub const CAT_OPTIMIZER: &str = "optimizer_state";
+pub const CAT_ACTIVATIONS: &str = "activations";
+pub const CAT_WORKSPACE: &str = "workspace";
+pub const CAT_COMM: &str = "communication";
+pub const CAT_STOCK: &str = "stock";
+pub const CAT_FRAMEWORK_POOL: &str = "framework_pool";
+pub const CAT_RUNTIME: &str = "runtime";
+pub const CAT_OTHER: &str = "other";
+
+/// The category of a block allocated under `owner` by the simulation's usual call sites; the
+/// sites whose block is something else (the ATB workspace, the unsharded weight gradient of
+/// the backward pass) say so themselves (`sim.rs`).
+pub fn category_of(owner: &str) -> &'static str {
+    match owner {
+        OWN_WEIGHT => CAT_WEIGHTS,
+        OWN_GRAD => CAT_GRADIENTS,
+        OWN_OPT => CAT_OPTIMIZER,
+        // the output buffer of the fsdp2 all-gather collective
+        OWN_AG => CAT_COMM,
+        // activations, the input batch, the loss, activation gradients, op temporaries
+        OWN_ACT | OWN_BWD | OWN_OPS | OWN_WASTE_LATE | OWN_WASTE_IDLE => CAT_ACTIVATIONS,
+        OWN_APP => CAT_FRAMEWORK_POOL,
+        OWN_HCCL => CAT_COMM,
+        OWN_RUNTIME | OWN_GE | OWN_AICPU => CAT_RUNTIME,
+        // the loss history the user keeps, run B's evaluation cache, a data prefetch buffer
+        _ => CAT_OTHER,
+    }
+}
 
 /// The oracle's label for blocks without an owner (§5.3).
 pub const UNLABELLED: &str = "(未标注)";

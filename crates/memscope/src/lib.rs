@@ -9,6 +9,7 @@
 
 pub mod attr;
 pub mod companions;
+pub mod counts;
 pub mod csv_dump;
 pub mod curve;
 pub mod db_dump;
@@ -58,6 +59,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "rank_peaks",
     "rank_step_heat",
     "run_diff",
+    "stage_memory",
     "stats",
     "step_leaks",
     "step_peaks",

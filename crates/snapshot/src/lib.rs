@@ -177,6 +177,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snap_segment_types",
     "snap_stack_attribution",
     "snap_stacks",
+    "snap_stage_memory",
     "snap_timeline",
     "snap_top_blocks",
     "state_at",

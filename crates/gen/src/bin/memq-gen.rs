@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! memq-gen -o DIR [--devices N] [--steps N] [--events N] [--leak-bytes N] [--oom]
-//!          [--seed N] [--format csv|db] [--small]
+//!          [--seed N] [--format csv|db] [--small] [--wasted]
+//! memq-gen -o DIR --compare-run [--extra-bytes N] [--extra-held N] [other run flags]
 //! memq-gen -o JOB --nodes N --ranks-per-node M [--events N (per rank)] [--steps N]
 //!          [--layers N] [--peak-rank R] [--skew-rank R --skew-step S] [--skew-ratio X]
 //!          [--leak-rank R] [--leak-bytes N] [--oom (the peak rank)] [--seed N]
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use memq_gen::{generate, generate_job, Format, GenConfig, JobConfig};
+use memq_gen::{generate, generate_job, generate_pair, ExtraOwner, Format, GenConfig, JobConfig};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Fmt {
@@ -97,6 +98,21 @@ struct Cli {
     /// the peak rank's extra activations).
     #[arg(long)]
     leak_rank: Option<u32>,
+    /// Inject wasted memory: three PTA blocks per NPU (allocated long before first use, held
+    /// long after last use, idle between two uses) across the peak; truth `wasted`.
+    #[arg(long)]
+    wasted: bool,
+    /// Write two runs, DIR/runA and DIR/runB (two captures), B with an extra owner
+    /// (PTA@eval_cache) allocating --extra-bytes per step and NPU and holding --extra-held of
+    /// them to the end; truth in DIR/pair_truth.json.
+    #[arg(long)]
+    compare_run: bool,
+    /// --compare-run: bytes the extra owner allocates per step and NPU (default 5 MiB).
+    #[arg(long)]
+    extra_bytes: Option<u64>,
+    /// --compare-run: of those, bytes held to the end (default 1 MiB).
+    #[arg(long)]
+    extra_held: Option<u64>,
 }
 
 fn job(cli: &Cli, nodes: u32) -> ExitCode {
@@ -221,7 +237,39 @@ fn main() -> ExitCode {
     if cli.compare {
         cfg.compare = true;
     }
+    if cli.wasted {
+        cfg.wasted = true;
+    }
     let t0 = Instant::now();
+    if cli.compare_run {
+        let mut x = ExtraOwner::default();
+        if let Some(v) = cli.extra_bytes {
+            x.bytes_per_step = v;
+        }
+        if let Some(v) = cli.extra_held {
+            x.held_per_step = v;
+        }
+        return match generate_pair(&cfg, x, &cli.out) {
+            Ok(t) => {
+                let changed = t.owners.iter().filter(|o| o.status != "same").count();
+                eprintln!(
+                    "memq-gen: two runs in {:.2}s -> {}/{{{},{}}} ({} of {} owners differ; B adds {})",
+                    t0.elapsed().as_secs_f64(),
+                    cli.out.display(),
+                    t.a_dir,
+                    t.b_dir,
+                    changed,
+                    t.owners.len(),
+                    t.extra_owner
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("memq-gen: {e}");
+                ExitCode::from(e.exit_code() as u8)
+            }
+        };
+    }
     match generate(&cfg, &cli.out) {
         Ok(t) => {
             let dumps = t.files.iter().filter(|f| f.kind == "dump").count();
