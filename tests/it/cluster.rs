@@ -149,7 +149,17 @@ fn run_bounded(cmd: &mut Command) -> Output {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("{cmd:?} took more than {COMMAND_DEADLINE:?}");
+            let _ = child.wait();
+            let tail = |v: Vec<u8>| {
+                let t = String::from_utf8_lossy(&v).into_owned();
+                let lines: Vec<&str> = t.lines().collect();
+                lines[lines.len().saturating_sub(5)..].join("\n")
+            };
+            panic!(
+                "{cmd:?} took more than {COMMAND_DEADLINE:?}; it had written:\n{}\n{}",
+                tail(o.join().unwrap_or_default()),
+                tail(e.join().unwrap_or_default())
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -248,7 +258,8 @@ fn queries(ds: &Path) -> Vec<(String, String)> {
     }
     out.push((
         "subquery_argument".into(),
-        "SELECT * FROM breakdown_at((SELECT max(ts) FROM events WHERE pool = 'PTA'), 'PTA')".into(),
+        "SELECT * FROM breakdown_at((SELECT max(ts) FROM events WHERE event_type = 'PTA'), 'PTA')"
+            .into(),
     ));
     out.push(("summarize".into(), "SUMMARIZE blocks".into()));
     out.push((

@@ -1,6 +1,6 @@
-//! The block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
-//! curve.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
-//! curve.sql, owner_peaks.sql: the views memq ran per query before they were computed at
+//! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
+//! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
+//! curve.sql, owner_peaks.sql, event_counts.sql: the views memq ran per query before they were computed at
 //! ingest), on every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -23,7 +23,24 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let owner_peaks = std::fs::read_to_string(dir.join("owner_peaks.sql"))
         .unwrap()
         .replace("FROM blocks\n", "FROM oracle_block_fates\n");
+    let counts = std::fs::read_to_string(dir.join("event_counts.sql")).unwrap();
+    // The table functions as they were before their rewrite (a GROUP BY joined back instead
+    // of windows over whole series; curve_buckets folds the five metrics in one pass), with
+    // the arguments the checks use.
+    let args = |file: &str, from: &str, to: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .replace(from, to)
+            .replace("$pool", "CAST(NULL AS VARCHAR)")
+    };
+    let curve_buckets = args("curve_buckets.sql", "$n", "7");
+    let trend = args("trend.sql", "$buckets", "7");
+    let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
     for (name, sql) in [
+        ("oracle_event_counts", counts),
+        ("oracle_curve_buckets", curve_buckets),
+        ("oracle_trend", trend),
+        ("oracle_fragmentation", fragmentation),
         ("oracle_block_fates", fates),
         ("oracle_curve", curve),
         ("oracle_owner_peaks", owner_peaks),
@@ -55,7 +72,31 @@ async fn check(input: PathBuf) -> Vec<String> {
         "source, pid, device, pool, ptr, alloc_row, free_row, fate, held_at_end, end_ts, end_row";
     let curve_cols = "source, pid, device, pool, ts, ts_raw, row_idx, id, event, size, used, total, process_used, device_used, live_bytes";
     let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
+    let count_cols = "source, pid, device, event, event_type, rows, first_ts, last_ts, first_ts_raw, last_ts_raw, owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, device_used_rows, size_bytes";
+    let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
+    let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
+    // fragmentation has one row per series: compared row by row in key order (its list of
+    // structs, lowest_usage, cannot be grouped by the multiset check below)
+    let frag = |t: &str| {
+        format!(
+            "SELECT source, pid, device, pool, rows, samples, expansions, current_frag_pct, current_ts, \
+             current_ts_raw, peak_frag_pct, peak_ts, peak_ts_raw, level, peak_level, used_last, total_last, \
+             peak_total, lowest_usage FROM {t} ORDER BY source, pid, device, pool"
+        )
+    };
+    assert_eq!(
+        rows(&e, &frag("fragmentation")).await,
+        rows(&e, &frag("oracle_fragmentation")).await,
+        "{}: fragmentation against its oracle",
+        input.display()
+    );
     for (a, b, cols) in [
+        ("curve_buckets(7)", "oracle_curve_buckets", bucket_cols),
+        ("oracle_curve_buckets", "curve_buckets(7)", bucket_cols),
+        ("trend(7)", "oracle_trend", trend_cols),
+        ("oracle_trend", "trend(7)", trend_cols),
+        ("event_counts", "oracle_event_counts", count_cols),
+        ("oracle_event_counts", "event_counts", count_cols),
         ("blocks", "oracle_block_fates", fate_cols),
         ("oracle_block_fates", "blocks", fate_cols),
         ("curve", "oracle_curve", curve_cols),

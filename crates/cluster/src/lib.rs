@@ -97,23 +97,38 @@ impl std::fmt::Display for SchedulerUrl {
     }
 }
 
+/// gRPC (hyper) writes to its sockets with `writev`, which raises SIGPIPE when the peer has
+/// closed the connection. `memq` restores SIGPIPE's default action at start so that
+/// `memq … | head` ends quietly; a process that talks to the cluster must ignore it again, or
+/// the first client that hangs up ends it: a scheduler died without a word when the executor's
+/// connection check closed, and the executor's registration was then refused (exit 141).
+/// Called by every role before its first connection ([`check_scheduler`], [`run_scheduler`]).
+pub(crate) fn ignore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN is async-signal-safe and process-wide;
+    // no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 /// Connects to the scheduler's gRPC endpoint within [`CONNECT_TIMEOUT`]: an error naming the
 /// URL when nothing answers there.
 pub(crate) async fn check_scheduler(url: &SchedulerUrl) -> Result<()> {
-    let config = ballista_core::utils::GrpcClientConfig::from(
-        &ballista_core::config::BallistaConfig::default(),
-    );
+    ignore_sigpipe();
+    use ballista_core::extension::SessionConfigExt;
+    // The endpoint exactly as Ballista's executor and client build it (same timeouts and
+    // HTTP/2 windows), so that a failure here is the one they would hit, with its cause.
+    let ballista = ballista_core::utils::default_config_producer().ballista_config();
+    let config = ballista_core::utils::GrpcClientConfig::from(&ballista);
     let unreachable = |why: String| {
         MemqError::Query(format!(
             "cannot reach the memq cluster scheduler at {url}: {why} (is `memq cluster scheduler` running there?)"
         ))
     };
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        ballista_core::utils::create_grpc_client_connection(url.http(), &config),
-    )
-    .await
-    {
+    let endpoint = ballista_core::utils::create_grpc_client_endpoint(url.http(), Some(&config))
+        .map_err(|e| unreachable(error_chain(&e)))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect()).await {
         Ok(Ok(_channel)) => Ok(()),
         Ok(Err(e)) => Err(unreachable(error_chain(&e))),
         Err(_) => Err(unreachable(format!(

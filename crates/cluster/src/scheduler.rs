@@ -39,6 +39,7 @@ pub(crate) fn shown_host(addr: &SocketAddr) -> String {
 /// `memq cluster scheduler listening on df://HOST:PORT` on stderr once listening, then runs
 /// until SIGINT or SIGTERM.
 pub async fn run_scheduler(bind: SocketAddr, catalog: Catalog) -> Result<()> {
+    crate::ignore_sigpipe();
     let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| {
         MemqError::Query(format!(
             "memq cluster scheduler: cannot listen on {bind}: {e}"

@@ -49,27 +49,28 @@
 -- @column unmatched_frees   BIGINT  count: FREE rows without a MALLOC (blocks allocated before collection)
 -- @column never_freed       BIGINT  count: blocks without any FREE (still live at the end)
 WITH
-event_counts AS (
+-- the rows counted at ingest (table event_counts), summed per source
+per_source AS (
     SELECT source,
-           COUNT(*) AS rows,
+           SUM(rows) AS rows,
            COUNT(DISTINCT pid) AS processes,
            COUNT(DISTINCT NULLIF(device, 'N/A')) AS devices,
            COUNT(DISTINCT CASE WHEN event IN ('MALLOC', 'FREE') THEN event_type END) AS pools,
-           COUNT(CASE WHEN event = 'MALLOC' THEN 1 END) AS malloc_rows,
-           COUNT(CASE WHEN event = 'FREE' THEN 1 END) AS free_rows,
-           COUNT(CASE WHEN event = 'MALLOC' AND owner <> '' THEN 1 END) AS owner_rows,
-           COUNT(NULLIF(trim(stack_py), '')) AS py_stack_rows,
-           COUNT(NULLIF(trim(stack_c), '')) AS c_stack_rows,
-           COUNT(CASE WHEN event IN ('MALLOC', 'FREE') AND (used IS NOT NULL OR total IS NOT NULL) THEN 1 END) AS counter_rows,
-           COUNT(CASE WHEN device_used >= 0 THEN 1 END) AS device_used_rows,
-           COUNT(CASE WHEN shadow THEN 1 END) AS shadow_rows,
-           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'START_TRACE' THEN 1 END) AS start_trace_rows,
-           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'STOP_TRACE' THEN 1 END) AS stop_trace_rows,
-           COUNT(CASE WHEN event = 'SNAPSHOT' THEN 1 END) AS snapshot_rows,
-           COUNT(CASE WHEN event = 'OOM_DETAIL' THEN 1 END) AS oom_rows,
-           COUNT(CASE WHEN event = 'SYSTEM' AND event_type = 'STEP' THEN 1 END) AS step_rows,
-           COUNT(CASE WHEN event = 'ACCESS' THEN 1 END) AS access_rows
-    FROM events
+           SUM(CASE WHEN event = 'MALLOC' THEN rows ELSE 0 END) AS malloc_rows,
+           SUM(CASE WHEN event = 'FREE' THEN rows ELSE 0 END) AS free_rows,
+           SUM(CASE WHEN event = 'MALLOC' THEN owner_rows ELSE 0 END) AS owner_rows,
+           SUM(py_stack_rows) AS py_stack_rows,
+           SUM(c_stack_rows) AS c_stack_rows,
+           SUM(CASE WHEN event IN ('MALLOC', 'FREE') THEN counter_rows ELSE 0 END) AS counter_rows,
+           SUM(device_used_rows) AS device_used_rows,
+           SUM(shadow_rows) AS shadow_rows,
+           SUM(CASE WHEN event = 'SYSTEM' AND event_type = 'START_TRACE' THEN rows ELSE 0 END) AS start_trace_rows,
+           SUM(CASE WHEN event = 'SYSTEM' AND event_type = 'STOP_TRACE' THEN rows ELSE 0 END) AS stop_trace_rows,
+           SUM(CASE WHEN event = 'SNAPSHOT' THEN rows ELSE 0 END) AS snapshot_rows,
+           SUM(CASE WHEN event = 'OOM_DETAIL' THEN rows ELSE 0 END) AS oom_rows,
+           SUM(CASE WHEN event = 'SYSTEM' AND event_type = 'STEP' THEN rows ELSE 0 END) AS step_rows,
+           SUM(CASE WHEN event = 'ACCESS' THEN rows ELSE 0 END) AS access_rows
+    FROM event_counts
     GROUP BY source
 ),
 block_counts AS (
@@ -114,6 +115,6 @@ SELECT s.source, s.generation, s.ts_unit,
        COALESCE(b.unmatched_frees, 0) AS unmatched_frees,
        COALESCE(b.never_freed, 0) AS never_freed
 FROM sources s
-LEFT JOIN event_counts e ON e.source = s.source
+LEFT JOIN per_source e ON e.source = s.source
 LEFT JOIN block_counts b ON b.source = s.source
 WHERE s.kind IN ('memscope_csv', 'memscope_db')

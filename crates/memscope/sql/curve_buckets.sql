@@ -30,40 +30,66 @@
 -- @column max_bytes   BIGINT  bytes: the bucket's largest value; NULL when empty
 -- @column end_bytes   BIGINT  bytes: value in force at the end of the bucket (last value so far); NULL before the first value
 WITH
--- The pool's curve rows with the time span of their series.
-series_rows AS (
-    SELECT c.*,
-           MIN(ts) OVER (PARTITION BY source, pid, device, pool) AS t_min,
-           MAX(ts) OVER (PARTITION BY source, pid, device, pool) AS t_max
-    FROM curve c
+-- The time span of each series of the pool: one small GROUP BY.
+ranges AS (
+    SELECT source, pid, device, pool, MIN(ts) AS t_min, MAX(ts) AS t_max
+    FROM curve
     WHERE ($pool IS NULL OR pool = $pool) AND ts IS NOT NULL
+    GROUP BY source, pid, device, pool
 ),
--- One row per row and metric with a valid value, with its bucket.
-metric_points AS (
-    SELECT r.source, r.pid, r.device, r.pool, m.metric, r.ts, r.row_idx, r.t_min, r.t_max,
-           CASE m.metric
-               WHEN 'used' THEN r.used
-               WHEN 'total' THEN r.total
-               WHEN 'process_used' THEN r.process_used
-               WHEN 'device_used' THEN r.device_used
-               ELSE r.live_bytes
-           END AS value,
-           LEAST(((r.ts - r.t_min) * $n) / GREATEST(r.t_max - r.t_min, 1), $n - 1) AS bucket
-    FROM series_rows r
-    CROSS JOIN (VALUES ('used'), ('total'), ('process_used'), ('device_used'), ('live')) AS m(metric)
+-- Every row in its bucket, folded once for all five metrics (a metric's points are its
+-- valid values, >= 0).
+per_bucket AS (
+    SELECT source, pid, device, pool, bucket, MIN(t_min) AS t_min, MAX(t_max) AS t_max,
+           COUNT(*) FILTER (WHERE used >= 0) AS used_points,
+           FIRST_VALUE(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_first,
+           LAST_VALUE(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_last,
+           MIN(used) FILTER (WHERE used >= 0) AS used_min,
+           MAX(used) FILTER (WHERE used >= 0) AS used_max,
+           COUNT(*) FILTER (WHERE total >= 0) AS total_points,
+           FIRST_VALUE(total ORDER BY ts, row_idx) FILTER (WHERE total >= 0) AS total_first,
+           LAST_VALUE(total ORDER BY ts, row_idx) FILTER (WHERE total >= 0) AS total_last,
+           MIN(total) FILTER (WHERE total >= 0) AS total_min,
+           MAX(total) FILTER (WHERE total >= 0) AS total_max,
+           COUNT(*) FILTER (WHERE process_used >= 0) AS process_used_points,
+           FIRST_VALUE(process_used ORDER BY ts, row_idx) FILTER (WHERE process_used >= 0) AS process_used_first,
+           LAST_VALUE(process_used ORDER BY ts, row_idx) FILTER (WHERE process_used >= 0) AS process_used_last,
+           MIN(process_used) FILTER (WHERE process_used >= 0) AS process_used_min,
+           MAX(process_used) FILTER (WHERE process_used >= 0) AS process_used_max,
+           COUNT(*) FILTER (WHERE device_used >= 0) AS device_used_points,
+           FIRST_VALUE(device_used ORDER BY ts, row_idx) FILTER (WHERE device_used >= 0) AS device_used_first,
+           LAST_VALUE(device_used ORDER BY ts, row_idx) FILTER (WHERE device_used >= 0) AS device_used_last,
+           MIN(device_used) FILTER (WHERE device_used >= 0) AS device_used_min,
+           MAX(device_used) FILTER (WHERE device_used >= 0) AS device_used_max,
+           COUNT(*) FILTER (WHERE live_bytes >= 0) AS live_points,
+           FIRST_VALUE(live_bytes ORDER BY ts, row_idx) FILTER (WHERE live_bytes >= 0) AS live_first,
+           LAST_VALUE(live_bytes ORDER BY ts, row_idx) FILTER (WHERE live_bytes >= 0) AS live_last,
+           MIN(live_bytes) FILTER (WHERE live_bytes >= 0) AS live_min,
+           MAX(live_bytes) FILTER (WHERE live_bytes >= 0) AS live_max
+    FROM (
+        SELECT c.source, c.pid, c.device, c.pool, c.ts, c.row_idx, c.used, c.total,
+               c.process_used, c.device_used, c.live_bytes, r.t_min, r.t_max,
+               LEAST(((c.ts - r.t_min) * $n) / GREATEST(r.t_max - r.t_min, 1), $n - 1) AS bucket
+        FROM curve c
+        JOIN ranges r ON r.source = c.source AND (r.pid IS NOT DISTINCT FROM c.pid)
+                     AND r.device = c.device AND r.pool = c.pool
+        WHERE c.ts IS NOT NULL
+    ) x
+    GROUP BY source, pid, device, pool, bucket
 ),
--- The buckets that have points.
+-- The buckets that have points, one row per metric.
 filled AS (
-    SELECT source, pid, device, pool, metric, bucket,
-           MIN(t_min) AS t_min, MAX(t_max) AS t_max,
-           COUNT(*) AS points,
-           FIRST_VALUE(value ORDER BY ts, row_idx) AS first_bytes,
-           LAST_VALUE(value ORDER BY ts, row_idx) AS last_bytes,
-           MIN(value) AS min_bytes,
-           MAX(value) AS max_bytes
-    FROM metric_points
-    WHERE value >= 0
-    GROUP BY source, pid, device, pool, metric, bucket
+    SELECT * FROM (
+        SELECT p.source, p.pid, p.device, p.pool, m.metric, p.bucket, p.t_min, p.t_max,
+               CASE m.metric WHEN 'used' THEN p.used_points WHEN 'total' THEN p.total_points WHEN 'process_used' THEN p.process_used_points WHEN 'device_used' THEN p.device_used_points ELSE p.live_points END AS points,
+               CASE m.metric WHEN 'used' THEN p.used_first WHEN 'total' THEN p.total_first WHEN 'process_used' THEN p.process_used_first WHEN 'device_used' THEN p.device_used_first ELSE p.live_first END AS first_bytes,
+               CASE m.metric WHEN 'used' THEN p.used_last WHEN 'total' THEN p.total_last WHEN 'process_used' THEN p.process_used_last WHEN 'device_used' THEN p.device_used_last ELSE p.live_last END AS last_bytes,
+               CASE m.metric WHEN 'used' THEN p.used_min WHEN 'total' THEN p.total_min WHEN 'process_used' THEN p.process_used_min WHEN 'device_used' THEN p.device_used_min ELSE p.live_min END AS min_bytes,
+               CASE m.metric WHEN 'used' THEN p.used_max WHEN 'total' THEN p.total_max WHEN 'process_used' THEN p.process_used_max WHEN 'device_used' THEN p.device_used_max ELSE p.live_max END AS max_bytes
+        FROM per_bucket p
+        CROSS JOIN (VALUES ('used'), ('total'), ('process_used'), ('device_used'), ('live')) AS m(metric)
+    ) f
+    WHERE points > 0
 ),
 -- Each filled bucket with its neighbours, to list the empty buckets around it.
 neighbours AS (

@@ -47,33 +47,45 @@ samples AS (
     FROM pool_rows
     WHERE used IS NOT NULL AND total > 0
 ),
-per_series AS (
-    SELECT source, pid, device, pool,
-           COUNT(*) AS samples,
-           last_value(frag_pct ORDER BY ts, row_idx) AS current_frag_pct,
-           MAX(ts) AS current_ts,
-           last_value(ts_raw ORDER BY ts, row_idx) AS current_ts_raw,
-           MAX(frag_pct) AS peak_frag_pct,
-           first_value(ts ORDER BY frag_pct DESC, ts, row_idx) AS peak_ts,
-           first_value(ts_raw ORDER BY frag_pct DESC, ts, row_idx) AS peak_ts_raw,
-           AVG(frag_pct) AS mean_frag_pct,
-           last_value(used ORDER BY ts, row_idx) AS used_last,
-           last_value(total ORDER BY ts, row_idx) AS total_last
-    FROM samples
-    GROUP BY source, pid, device, pool
-),
--- the 5 lowest-usage samples of each series, without sorting every sample: the minima of 5
+-- one pass over the rows: the row counts, the sample figures (FILTER: the samples), and the
+-- bound of the 5 lowest-usage samples, found without sorting every sample: the minima of 5
 -- disjoint subsets (row_idx mod 5) are 5 different rows, so the 5th lowest usage is at most the
 -- largest of those minima; only the samples at or under that bound are ranked
+per_series AS (
+    SELECT source, pid, device, pool,
+           COUNT(*) AS rows,
+           MAX(total) AS peak_total,
+           COUNT(*) FILTER (WHERE s) AS samples,
+           last_value(frag_pct ORDER BY ts, row_idx) FILTER (WHERE s) AS current_frag_pct,
+           MAX(ts) FILTER (WHERE s) AS current_ts,
+           last_value(ts_raw ORDER BY ts, row_idx) FILTER (WHERE s) AS current_ts_raw,
+           MAX(frag_pct) FILTER (WHERE s) AS peak_frag_pct,
+           first_value(ts ORDER BY frag_pct DESC, ts, row_idx) FILTER (WHERE s) AS peak_ts,
+           first_value(ts_raw ORDER BY frag_pct DESC, ts, row_idx) FILTER (WHERE s) AS peak_ts_raw,
+           AVG(frag_pct) FILTER (WHERE s) AS mean_frag_pct,
+           last_value(used ORDER BY ts, row_idx) FILTER (WHERE s) AS used_last,
+           last_value(total ORDER BY ts, row_idx) FILTER (WHERE s) AS total_last,
+           MIN(usage_pct) FILTER (WHERE s AND part = 0) AS low0,
+           MIN(usage_pct) FILTER (WHERE s AND part = 1) AS low1,
+           MIN(usage_pct) FILTER (WHERE s AND part = 2) AS low2,
+           MIN(usage_pct) FILTER (WHERE s AND part = 3) AS low3,
+           MIN(usage_pct) FILTER (WHERE s AND part = 4) AS low4
+    FROM (
+        SELECT source, pid, device, pool, ts, ts_raw, row_idx, used, total, row_idx % 5 AS part,
+               used IS NOT NULL AND total > 0 AS s,
+               CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(total - used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS frag_pct,
+               CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS usage_pct
+        FROM pool_rows
+    ) r
+    GROUP BY source, pid, device, pool
+),
 bounds AS (
     SELECT source, pid, device, pool,
-           CASE WHEN COUNT(*) = 5 THEN MAX(low) END AS bound
-    FROM (
-        SELECT source, pid, device, pool, row_idx % 5 AS part, MIN(usage_pct) AS low
-        FROM samples
-        GROUP BY source, pid, device, pool, row_idx % 5
-    ) p
-    GROUP BY source, pid, device, pool
+           CASE WHEN low0 IS NOT NULL AND low1 IS NOT NULL AND low2 IS NOT NULL AND low3 IS NOT NULL
+                     AND low4 IS NOT NULL
+                THEN GREATEST(low0, low1, low2, low3, low4) END AS bound
+    FROM per_series
+    WHERE samples > 0
 ),
 lowest_ranked AS (
     SELECT s.*,
@@ -90,18 +102,13 @@ lowest AS (
     WHERE usage_rank <= 5
     GROUP BY source, pid, device, pool
 ),
-row_counts AS (
-    SELECT source, pid, device, pool, COUNT(*) AS rows, MAX(total) AS peak_total
-    FROM pool_rows
-    GROUP BY source, pid, device, pool
-),
 expansion_counts AS (
     SELECT source, pid, device, pool, COUNT(*) AS expansions
     FROM pool_expansions
     GROUP BY source, pid, device, pool
 )
-SELECT r.source, r.pid, r.device, r.pool, r.rows,
-       COALESCE(s.samples, 0) AS samples,
+SELECT s.source, s.pid, s.device, s.pool, s.rows,
+       s.samples,
        COALESCE(x.expansions, 0) AS expansions,
        s.current_frag_pct, s.current_ts, s.current_ts_raw, s.peak_frag_pct, s.peak_ts, s.peak_ts_raw, s.mean_frag_pct,
        CASE WHEN s.current_frag_pct IS NULL THEN NULL
@@ -114,11 +121,9 @@ SELECT r.source, r.pid, r.device, r.pool, r.rows,
             WHEN s.peak_frag_pct < 5 THEN 'normal'
             WHEN s.peak_frag_pct <= 15 THEN 'elevated'
             ELSE 'severe' END AS peak_level,
-       s.used_last, s.total_last, r.peak_total, l.lowest_usage
-FROM row_counts r
-LEFT JOIN per_series s
-       ON s.source = r.source AND (s.pid IS NOT DISTINCT FROM r.pid) AND s.device = r.device AND s.pool = r.pool
+       s.used_last, s.total_last, s.peak_total, l.lowest_usage
+FROM per_series s
 LEFT JOIN lowest l
-       ON l.source = r.source AND (l.pid IS NOT DISTINCT FROM r.pid) AND l.device = r.device AND l.pool = r.pool
+       ON l.source = s.source AND (l.pid IS NOT DISTINCT FROM s.pid) AND l.device = s.device AND l.pool = s.pool
 LEFT JOIN expansion_counts x
-       ON x.source = r.source AND (x.pid IS NOT DISTINCT FROM r.pid) AND x.device = r.device AND x.pool = r.pool
+       ON x.source = s.source AND (x.pid IS NOT DISTINCT FROM s.pid) AND x.device = s.device AND x.pool = s.pool

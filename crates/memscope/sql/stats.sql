@@ -4,7 +4,8 @@
 -- are sums over its rows: total rows = SUM(rows); per Event / Event Type = SUM(rows) grouped by
 -- event / event_type; MALLOC rows with an owner = SUM(owner_rows) of event 'MALLOC'; shadow FREE
 -- rows = SUM(shadow_rows) of event 'FREE'; rows with a Python stack on MALLOC and OOM_DETAIL =
--- SUM(py_stack_rows) of those events; time range = MIN(first_ts_raw) .. MAX(last_ts_raw).
+-- SUM(py_stack_rows) of those events; time range = MIN(first_ts_raw) .. MAX(last_ts_raw). The counts are taken at ingest
+-- (table event_counts), so this reads a few rows, not the events.
 -- Device-less rows (SYSTEM, OOM recent/top) have device 'N/A'. Rows come in no particular order.
 --
 -- @column source        VARCHAR input file
@@ -24,22 +25,8 @@
 -- @column c_stack_rows  BIGINT  count: rows with a non-empty C call stack
 -- @column counter_rows  BIGINT  count: rows carrying a pool counter (used or total)
 -- @column size_bytes    BIGINT  bytes: sum of the Attr size of the rows (MALLOC: bytes allocated; G1 FREE sizes are negative)
-WITH per_group AS (
-    SELECT source, pid, device, event, event_type,
-           COUNT(*) AS rows,
-           MIN(ts) AS first_ts, MAX(ts) AS last_ts,
-           MIN(ts_raw) AS first_ts_raw, MAX(ts_raw) AS last_ts_raw,
-           COUNT(NULLIF(owner, '')) AS owner_rows,
-           COUNT(CASE WHEN shadow THEN 1 END) AS shadow_rows,
-           COUNT(NULLIF(trim(stack_py), '')) AS py_stack_rows,
-           COUNT(NULLIF(trim(stack_c), '')) AS c_stack_rows,
-           COUNT(CASE WHEN used IS NOT NULL OR total IS NOT NULL THEN 1 END) AS counter_rows,
-           SUM(size) AS size_bytes
-    FROM events
-    GROUP BY source, pid, device, event, event_type
-)
 SELECT source, pid, device, event, event_type, rows,
        100.0 * rows / SUM(rows) OVER (PARTITION BY source) AS share,
        first_ts, last_ts, first_ts_raw, last_ts_raw,
        owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, size_bytes
-FROM per_group
+FROM event_counts

@@ -46,40 +46,38 @@
 -- @column total_non_decreasing BOOLEAN algorithm B as the reference tests it: at least two buckets with a total, never decreasing
 -- @column reservation_growth   BOOLEAN algorithm B as the guide means it: total_non_decreasing and total_final_bytes > total_first_bytes
 WITH
--- the points of the selected series, with each series' time range (from its points with a
--- valid used) and whether the point is the first of its series
-points AS (
-    SELECT *,
-           GREATEST(ts_max - ts_min, 1) AS span,
-           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
+-- each selected series' time range (from its points with a valid used): one small GROUP BY
+ranges AS (
+    SELECT r.*, GREATEST(ts_max - ts_min, 1) AS span,
+           CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
     FROM (
-        SELECT u.source, u.pid, u.device, u.pool, u.ts, u.row_idx, u.used, u.total,
-               CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns,
-               MIN(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_min,
-               MAX(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_max
-        FROM usage_series u
-        LEFT JOIN sources f ON f.source = u.source
-        WHERE u.ts IS NOT NULL
+        SELECT source, pid, device, pool,
+               MIN(CASE WHEN used >= 0 THEN ts END) AS ts_min,
+               MAX(CASE WHEN used >= 0 THEN ts END) AS ts_max
+        FROM usage_series
+        WHERE ts IS NOT NULL
           AND $buckets >= 1
-          AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
-        WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
-    ) p
+          AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
+        GROUP BY source, pid, device, pool
+    ) r
+    LEFT JOIN sources f ON f.source = r.source
     WHERE ts_min IS NOT NULL
 ),
--- each point in its bucket; the first point of a series also yields one empty placeholder
--- row per bucket, so that every bucket of every series exists (empty ones included)
+-- each point in its bucket, plus one empty placeholder row per bucket of every series, so
+-- that every bucket of every series exists (empty ones included)
 bucketed AS (
-    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns, ts, row_idx,
-           CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
-           CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
-           slot >= 0 AS placeholder,
-           CASE WHEN slot >= 0 THEN slot
-                ELSE LEAST(GREATEST((ts - ts_min) * $buckets / span, 0), $buckets - 1) END AS bucket
-    FROM (
-        -- slot -1 = the point itself, 0..buckets-1 = placeholders
-        SELECT *, unnest(CASE WHEN first_point THEN range(-1, $buckets) ELSE [-1] END) AS slot
-        FROM points
-    ) x
+    SELECT r.source, r.pid, r.device, r.pool, r.ts_min, r.ts_max, r.span, r.unit_ns,
+           u.ts, u.row_idx, u.used, u.total, FALSE AS placeholder,
+           LEAST(GREATEST((u.ts - r.ts_min) * $buckets / r.span, 0), $buckets - 1) AS bucket
+    FROM usage_series u
+    JOIN ranges r ON r.source = u.source AND (r.pid IS NOT DISTINCT FROM u.pid)
+                 AND r.device = u.device AND r.pool = u.pool
+    WHERE u.ts IS NOT NULL
+    UNION ALL
+    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns,
+           CAST(NULL AS BIGINT), arrow_cast(NULL, 'UInt64'), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+           TRUE, unnest(range(0, $buckets))
+    FROM ranges
 ),
 per_bucket AS (
     SELECT source, pid, device, pool, bucket,

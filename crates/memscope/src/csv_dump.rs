@@ -101,6 +101,8 @@ fn truncate(s: &str, n: usize) -> String {
 
 /// Summary of one dump file.
 pub struct DumpSummary {
+    /// The events counted by group (table `event_counts`).
+    pub counts: crate::counts::EventCounts,
     pub rows: u64,
     pub rejects: u64,
     pub ts_unit: TsUnit,

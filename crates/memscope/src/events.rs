@@ -8,6 +8,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::attr;
+use crate::counts::{EventCounts, Observed};
 
 /// One row of a dump, as read from CSV or db, before typing the Attr.
 #[derive(Debug, Default, Clone)]
@@ -157,6 +158,8 @@ pub struct EventsBuilder {
     stack_py: StringBuilder,
     stack_c: StringBuilder,
     len: usize,
+    /// The rows appended so far, counted by group (table `event_counts`).
+    counts: EventCounts,
 }
 
 /// The typed Attr keys of `events`.
@@ -240,6 +243,7 @@ impl EventsBuilder {
             stack_py: StringBuilder::new(),
             stack_c: StringBuilder::new(),
             len: 0,
+            counts: EventCounts::default(),
         }
     }
 
@@ -263,6 +267,22 @@ impl EventsBuilder {
     /// Appends a borrowed row whose Attr has already been split into `items`.
     pub fn append_ref(&mut self, row: &EventRef, items: &[(&str, &str)]) {
         let t = TypedAttr::from_items(items);
+        let ts = row.ts_raw.and_then(|t| t.checked_mul(self.ts_scale));
+        self.counts.observe(&Observed {
+            pid: row.pid,
+            device: row.device,
+            event: row.event,
+            event_type: row.event_type,
+            ts,
+            ts_raw: row.ts_raw,
+            has_owner: t.owner.is_some(),
+            shadow: t.shadow,
+            stack_py: row.stack_py,
+            stack_c: row.stack_c,
+            has_counter: t.used.is_some() || t.total.is_some(),
+            device_used: t.device_used,
+            size: t.size,
+        });
         self.source_b.append_value(&self.source);
         self.row_idx.append_value(row.row_idx);
         self.line.append_value(row.line);
@@ -272,8 +292,7 @@ impl EventsBuilder {
         self.name.append_option(row.name);
         // SourceOutput checks the conversion first (a row that overflows is a reject, never a
         // saturated value: issue 13, finding 4).
-        self.ts
-            .append_option(row.ts_raw.and_then(|t| t.checked_mul(self.ts_scale)));
+        self.ts.append_option(ts);
         self.ts_raw.append_option(row.ts_raw);
         self.pid.append_option(row.pid);
         self.tid.append_option(row.tid);
@@ -297,6 +316,11 @@ impl EventsBuilder {
         self.stack_py.append_option(row.stack_py);
         self.stack_c.append_option(row.stack_c);
         self.len += 1;
+    }
+
+    /// The group counts of every row appended so far; the builder starts counting anew.
+    pub fn take_counts(&mut self) -> EventCounts {
+        std::mem::take(&mut self.counts)
     }
 
     /// The rows appended since the last call, as one batch.

@@ -176,16 +176,26 @@ async fn finish_dump(
     let events_file = out
         .sort_into(&parsed.events_staging, &ms::events(), source.index)
         .await?;
-    derive(out, source, &events_file, parsed.summary.ts_unit.scale()).await?;
+    let counts = parsed.summary.counts.batch(&source.name);
+    derive(
+        out,
+        source,
+        &events_file,
+        parsed.summary.ts_unit.scale(),
+        counts,
+    )
+    .await?;
     Ok(parsed.summary)
 }
 
-/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots, steps.
+/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots, steps;
+/// `event_counts` (counted while parsing) is written with them.
 async fn derive(
     out: &DatasetBuilder,
     source: &Source,
     events_file: &Path,
     ts_scale: i64,
+    event_counts: RecordBatch,
 ) -> Result<()> {
     let ctx = out.session()?;
     let name = format!("sorted_{}", source.index);
@@ -250,6 +260,7 @@ async fn derive(
     out.write_tables(
         source.index,
         &[
+            (&ms::event_counts(), &event_counts),
             (&ms::oom(), &derived.oom),
             (&ms::mem_snapshots(), &derived.mem_snapshots),
             (

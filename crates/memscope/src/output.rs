@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 pub mod runs;
 
 use crate::attr;
+use crate::counts::EventCounts;
 use crate::csv_dump::DumpSummary;
 use crate::events::{EventRow, EventsBuilder, GenerationHints};
 use crate::schema;
@@ -74,6 +75,8 @@ pub struct SourceOutput {
     source: String,
     pub rows: u64,
     pub rejected: u64,
+    /// Group counts of the pieces merged so far ([`Self::merge_piece`]).
+    counts: EventCounts,
 }
 
 /// The unit a timestamp is read in and its value in ns, or why the row is rejected.
@@ -120,6 +123,8 @@ pub struct PieceStats {
     /// Unit switches inside the piece, and the first one (line, from, to, value).
     pub switches: u64,
     pub first_switch: Option<(u64, TsUnit, TsUnit, i64)>,
+    /// The piece's rows counted by group (table `event_counts`).
+    pub counts: EventCounts,
 }
 
 impl PieceStats {
@@ -165,6 +170,7 @@ impl SourceOutput {
             source: source.to_string(),
             rows: 0,
             rejected: 0,
+            counts: EventCounts::default(),
         }
     }
 
@@ -181,6 +187,7 @@ impl SourceOutput {
     /// Merges the stats of the next piece of the source (pieces in file order).
     pub fn merge_piece(&mut self, s: &PieceStats) {
         self.rows += s.rows;
+        self.counts.merge(&s.counts);
         self.hints.decimal_ptr |= s.hints.decimal_ptr;
         self.hints.g3_feature |= s.hints.g3_feature;
         if self.ts_unit.is_none() {
@@ -358,7 +365,10 @@ impl SourceOutput {
                 self.source, self.unit_switches
             );
         }
+        let mut counts = std::mem::take(&mut self.counts);
+        counts.merge(&self.events.take_counts());
         Ok(DumpSummary {
+            counts,
             rows: self.rows,
             rejects: self.rejected,
             ts_unit: self.ts_unit.unwrap_or(TsUnit::Ns),

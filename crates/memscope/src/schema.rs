@@ -226,6 +226,33 @@ pub fn steps() -> TableDef {
     }
 }
 
+pub fn event_counts() -> TableDef {
+    TableDef {
+        name: "event_counts",
+        doc: "The rows of `events` counted at ingest, one row per (source, pid, device, event, event_type): what `stats` and `capabilities` report, without reading the call stacks again.",
+        sort_order: &["source", "pid", "device", "event", "event_type"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id; NULL for N/A"),
+            req("device", Utf8, "Device Id as written (0..31, cpu, host, N/A)"),
+            req("event", Utf8, "base event (events.event)"),
+            req("event_type", Utf8, "sub type or pool (events.event_type)"),
+            col("first_ts", Int64, "earliest timestamp of the group, ns").time_ns(),
+            col("last_ts", Int64, "latest timestamp of the group, ns").time_ns(),
+            col("first_ts_raw", Int64, "earliest timestamp as written in the file"),
+            col("last_ts_raw", Int64, "latest timestamp as written in the file"),
+            col("size_bytes", Int64, "sum of the Attr size of the rows; NULL when no row has one").bytes(),
+            req("rows", Int64, "number of rows").unit(Unit::Count),
+            req("owner_rows", Int64, "rows with a non-empty owner").unit(Unit::Count),
+            req("shadow_rows", Int64, "rows with shadow:true").unit(Unit::Count),
+            req("py_stack_rows", Int64, "rows with a Python call stack that is not blank").unit(Unit::Count),
+            req("c_stack_rows", Int64, "rows with a C call stack that is not blank").unit(Unit::Count),
+            req("counter_rows", Int64, "rows carrying a pool counter (used or total)").unit(Unit::Count),
+            req("device_used_rows", Int64, "rows with device_used >= 0").unit(Unit::Count),
+        ],
+    }
+}
+
 pub fn config() -> TableDef {
     TableDef {
         name: "config",
@@ -243,6 +270,7 @@ pub fn config() -> TableDef {
 pub fn tables() -> Vec<TableDef> {
     vec![
         events(),
+        event_counts(),
         blocks(),
         curve(),
         oom(),

@@ -12,8 +12,10 @@
 --               Unlike the reference the text is not HTML-escaped, and a line stored as -1
 --               (PyTorch's 2^64-1) is shown as -1.
 --   user_frame  the frame that explains the allocation: the innermost Python frame outside
---               libraries (not under site-packages, dist-packages, lib/python*, a torch/ package
---               folder or inductor's generated torchinductor_* code); failing that the innermost
+--               libraries, by the rule function user_frame applies to msMemScope stacks too
+--               (docs/attribution.md: not under site-packages, dist-packages, lib/python*,
+--               torch/, torch_npu/, Ascend/, inductor's torchinductor_* code, frozen or
+--               generated modules); failing that the innermost
 --               Python frame; failing that the innermost frame that MemoryViz's display filter
 --               keeps (docs/formats/snapshot.md §6.1) and that is not the caching allocator.
 --               Python frames are written `filename:line:name` as MemoryViz writes frames,
@@ -37,12 +39,9 @@ frame_flags AS (
     SELECT snapshot, stack_id, depth, name, filename, line,
            COALESCE(name, filename, '??') AS shown_name,
            ends_with(COALESCE(filename, ''), '.py') AS is_python,
-           ends_with(COALESCE(filename, ''), '.py')
-             AND strpos(filename, '/site-packages/') = 0
-             AND strpos(filename, '/dist-packages/') = 0
-             AND strpos(filename, '/lib/python') = 0
-             AND strpos(filename, '/torch/') = 0
-             AND strpos(filename, 'torchinductor_') = 0 AS is_user,
+           -- the user-frame rule of every format (function user_frame, docs/attribution.md),
+           -- applied to this one frame
+           user_frame(filename || ':' || CAST(COALESCE(line, 0) AS VARCHAR) || ':' || COALESCE(name, '??')) IS NOT NULL AS is_user,
            -- MemoryViz's frameFilter (omitFunctions, omitFilenames), plus the allocator itself
            NOT (strpos(COALESCE(name, ''), 'unwind::unwind') > 0
                 OR strpos(COALESCE(name, ''), 'CapturedTraceback::gather') > 0

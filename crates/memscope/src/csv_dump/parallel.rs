@@ -403,6 +403,7 @@ fn parse_piece<R: BufRead>(
     if !builder.is_empty() {
         piece.runs.push(encode(ctx, builder.finish())?);
     }
+    piece.stats.counts = builder.take_counts();
     Ok((piece, ended))
 }
 

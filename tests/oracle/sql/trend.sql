@@ -1,0 +1,153 @@
+-- trend: is memory growing across the run? Each pool series cut into equal time buckets, with the guide's growth verdicts (algorithm A: live bytes; B: reservation).
+--
+-- A series is one pool of one process on one device (see view usage_series; HAL values are
+-- live bytes from MALLOC/FREE pairing, HOST_PINNED is left out unless asked for by name since
+-- its `used` is the process VmRSS). Each series' time span [first, last point with used ≥ 0]
+-- is cut into `buckets` equal buckets: bucket = floor((ts - first) × buckets / span), clamped
+-- to the last bucket; span = max(last - first, 1 ns).
+-- Algorithm A (live-block growth, strong signal): take the last `used` of every non-empty
+-- bucket after bucket 0 (bucket 0 is warm-up and dropped); the first of them is the baseline.
+-- The other buckets are compared with it: `strong` when every one is above the baseline and
+-- the sequence never decreases, `no_growth` when none is above, `discontinuous` otherwise,
+-- `no_verdict` when fewer than two non-empty buckets follow bucket 0.
+-- Algorithm B (reservation growth, weak signal, only meaningful with A): the last `total` of
+-- every bucket that has one (bucket 0 included) is non-decreasing (`total_non_decreasing`)
+-- and, for `reservation_growth`, ends higher than it starts.
+-- Differences from the reference `--trend`: the baseline is not counted in its own denominator
+-- (so `strong` can fire), HAL is computed from pairing instead of failing, series never mix
+-- processes/devices, and B needs an actual rise (docs/reference-differences.md).
+--
+-- Rows come in no particular order: ORDER BY source, pid, device, pool, bucket.
+-- @param buckets BIGINT number of time buckets per series, ≥ 1 (the reference default is 20)
+-- @param pool VARCHAR = NULL only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
+-- @column source               VARCHAR input file
+-- @column pid                  BIGINT  process id
+-- @column device               VARCHAR Device Id as written
+-- @column pool                 VARCHAR pool (Event Type)
+-- @column bucket               BIGINT  0-based bucket number
+-- @column t0                   BIGINT  ns: bucket start, ns: first + floor(span × bucket / buckets)
+-- @column t1                   BIGINT  ns: bucket end, ns: first + floor(span × (bucket+1) / buckets); the last bucket ends at the last point
+-- @column t0_raw               BIGINT  t0 in the file's unit (µs for G1 sources: floor(t0 / 1000), the reference's bound)
+-- @column t1_raw               BIGINT  t1 in the file's unit
+-- @column points               BIGINT  count: counter values (rows) in the bucket
+-- @column used_last            BIGINT  bytes: live at the last point of the bucket; NULL when the bucket is empty
+-- @column used_min_bytes       BIGINT  bytes: lowest live value in the bucket; NULL when empty
+-- @column used_max_bytes       BIGINT  bytes: highest live value in the bucket; NULL when empty
+-- @column total_last           BIGINT  bytes: reserved at the last point of the bucket that carries `total`; NULL when none
+-- @column base_used            BIGINT  bytes: algorithm A baseline = used_last of the first non-empty bucket after bucket 0 (same on every row of the series)
+-- @column compared_buckets     BIGINT  count: non-empty buckets after the baseline bucket (same on every row of the series)
+-- @column above_base           BIGINT  count: those whose used_last is above the baseline
+-- @column monotonic            BOOLEAN the used_last sequence from the baseline on never decreases
+-- @column net_growth_bytes     BIGINT  bytes: used_last of the last non-empty bucket minus the baseline
+-- @column net_growth_pct       DOUBLE  percent: net_growth_bytes / max(base_used, 1) × 100
+-- @column growth_verdict       VARCHAR algorithm A: strong, discontinuous, no_growth, no_verdict
+-- @column total_first_bytes    BIGINT  bytes: first bucket total_last (algorithm B)
+-- @column total_final_bytes    BIGINT  bytes: last bucket total_last (algorithm B)
+-- @column total_non_decreasing BOOLEAN algorithm B as the reference tests it: at least two buckets with a total, never decreasing
+-- @column reservation_growth   BOOLEAN algorithm B as the guide means it: total_non_decreasing and total_final_bytes > total_first_bytes
+WITH
+-- the points of the selected series, with each series' time range (from its points with a
+-- valid used) and whether the point is the first of its series
+points AS (
+    SELECT *,
+           GREATEST(ts_max - ts_min, 1) AS span,
+           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
+    FROM (
+        SELECT u.source, u.pid, u.device, u.pool, u.ts, u.row_idx, u.used, u.total,
+               CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns,
+               MIN(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_min,
+               MAX(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_max
+        FROM usage_series u
+        LEFT JOIN sources f ON f.source = u.source
+        WHERE u.ts IS NOT NULL
+          AND $buckets >= 1
+          AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
+        WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
+    ) p
+    WHERE ts_min IS NOT NULL
+),
+-- each point in its bucket; the first point of a series also yields one empty placeholder
+-- row per bucket, so that every bucket of every series exists (empty ones included)
+bucketed AS (
+    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns, ts, row_idx,
+           CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
+           CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
+           slot >= 0 AS placeholder,
+           CASE WHEN slot >= 0 THEN slot
+                ELSE LEAST(GREATEST((ts - ts_min) * $buckets / span, 0), $buckets - 1) END AS bucket
+    FROM (
+        -- slot -1 = the point itself, 0..buckets-1 = placeholders
+        SELECT *, unnest(CASE WHEN first_point THEN range(-1, $buckets) ELSE [-1] END) AS slot
+        FROM points
+    ) x
+),
+per_bucket AS (
+    SELECT source, pid, device, pool, bucket,
+           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, MAX(span) AS span, MAX(unit_ns) AS unit_ns,
+           COUNT(*) FILTER (WHERE NOT placeholder) AS points,
+           last_value(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_last,
+           MIN(used) FILTER (WHERE used >= 0) AS used_min_bytes,
+           MAX(used) FILTER (WHERE used >= 0) AS used_max_bytes,
+           last_value(total ORDER BY ts, row_idx) FILTER (WHERE total >= 0) AS total_last
+    FROM bucketed
+    GROUP BY source, pid, device, pool, bucket
+),
+-- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"),
+-- algorithm B at total_last of every bucket that has one
+marked AS (
+    SELECT *,
+           CASE WHEN bucket >= 1 THEN used_last END AS last_a,
+           last_value(CASE WHEN bucket >= 1 THEN used_last END) IGNORE NULLS
+               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_a,
+           last_value(total_last) IGNORE NULLS
+               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_b
+    FROM per_bucket
+),
+series AS (
+    SELECT *,
+           -- A: the baseline is the first of the lasts, the final value the last one
+           first_value(last_a) IGNORE NULLS OVER s AS base_used,
+           last_value(last_a) IGNORE NULLS OVER s AS final_a,
+           COUNT(last_a) OVER s AS n_lasts,
+           bool_or(COALESCE(last_a < prev_a, FALSE)) OVER s AS a_decreases,
+           -- B
+           first_value(total_last) IGNORE NULLS OVER s AS total_first_bytes,
+           last_value(total_last) IGNORE NULLS OVER s AS total_final_bytes,
+           COUNT(total_last) OVER s AS n_totals,
+           bool_or(COALESCE(total_last < prev_b, FALSE)) OVER s AS b_decreases
+    FROM marked
+    WINDOW s AS (PARTITION BY source, pid, device, pool ORDER BY bucket
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+),
+verdicts AS (
+    SELECT *,
+           n_lasts - 1 AS compared,
+           -- buckets after the baseline that are above it (the baseline is not its own competitor)
+           COUNT(CASE WHEN last_a > base_used THEN 1 END)
+               OVER (PARTITION BY source, pid, device, pool) AS above_base
+    FROM series
+)
+SELECT source, pid, device, pool, bucket, t0, t1, t0 / unit_ns AS t0_raw, t1 / unit_ns AS t1_raw,
+       points, used_last, used_min_bytes, used_max_bytes, total_last,
+       base_used,
+       GREATEST(compared, 0) AS compared_buckets,
+       above_base,
+       NOT a_decreases AS monotonic,
+       final_a - base_used AS net_growth_bytes,
+       CAST(final_a - base_used AS DOUBLE) / CAST(GREATEST(base_used, 1) AS DOUBLE) * 100.0 AS net_growth_pct,
+       CASE WHEN compared < 1 THEN 'no_verdict'
+            WHEN above_base = compared AND NOT a_decreases THEN 'strong'
+            WHEN above_base = 0 THEN 'no_growth'
+            ELSE 'discontinuous' END AS growth_verdict,
+       total_first_bytes, total_final_bytes,
+       n_totals >= 2 AND NOT b_decreases AS total_non_decreasing,
+       n_totals >= 2 AND NOT b_decreases AND total_final_bytes > total_first_bytes AS reservation_growth
+FROM (
+    SELECT *,
+           ts_min + span * bucket / $buckets AS t0,
+           CASE WHEN bucket = $buckets - 1 THEN ts_max
+                ELSE ts_min + span * (bucket + 1) / $buckets END AS t1
+    FROM verdicts
+) v
