@@ -295,28 +295,57 @@ fn normal(csv: &str) -> Vec<String> {
     all
 }
 
-/// Analyses that cannot run on the cluster, with the reason (none at present).
-const UNSUPPORTED: &[(&str, &str)] = &[];
+/// Analyses that run on the cluster in CI (`tests_run_on_a_cluster`): aggregates over stored
+/// tables, windows, table functions with checked arguments, SUMMARIZE — among those Ballista 55
+/// runs today. breakdown_at (and a call with a subquery argument) fails there with "All
+/// partition by columns should have an ordering", the failure class of oom_events below; trend
+/// gives other rows there (its `IGNORE NULLS` windows act as if it were not written: the
+/// baseline comes out NULL), a wrong answer the full test below reports.
+const ON_CLUSTER_IN_CI: &[&str] = &[
+    "stats",
+    "capabilities",
+    "leak_candidates",
+    "leak_summary",
+    "curve_buckets",
+    "step_peaks",
+    "job_ranks",
+    "hal_segments",
+    "prof_component_peaks",
+    "summarize",
+];
 
-// Not yet passing (issue 16 stays open): the executors reach the scheduler (memq's own check
-// connects), but Ballista's executor registration then fails with "Grpc connection error:
-// Could not connect to scheduler" (ballista-executor executor_process.rs, endpoint.connect()),
-// so no query reaches a task slot. Run it with `cargo test --test it cluster -- --ignored`.
+// Not yet passing for every analysis (issue 16 stays open). Executors register now (the
+// scheduler used to die of SIGPIPE when a client hung up), and deep plans decode (prost
+// without its nesting limit), but on Ballista 55 some jobs never finish (snap_allocations and
+// the analyses built on it, pool_expansions and fragmentation; a hung task keeps its slot, so
+// the jobs after it wait too), and oom_events, oom_findings and snap_compare fail with
+// "Expects PARTITION BY expression to be ordered" (their windows rely on the files' declared
+// order, which a shuffle does not keep). Run it with `cargo test --test it cluster -- --ignored`.
 #[test]
-#[ignore = "Ballista executor registration fails: Could not connect to scheduler (issue 16)"]
+#[ignore = "some analyses hang or fail on Ballista 55 (issue 16); the CI subset is tests_run_on_a_cluster"]
 fn every_analysis_gives_the_same_rows_on_a_cluster() {
+    same_rows_on_a_cluster(|_| true, 1000);
+}
+
+/// The analyses of [`ON_CLUSTER_IN_CI`] on a real cluster, compared with the local rows.
+#[test]
+fn tests_run_on_a_cluster() {
+    same_rows_on_a_cluster(|name| ON_CLUSTER_IN_CI.contains(&name), 100);
+}
+
+/// Runs the analyses `pick` chooses locally and on a scheduler with two executors, and
+/// compares the sorted rows; at least `min_rows` rows in all.
+fn same_rows_on_a_cluster(pick: impl Fn(&str) -> bool, min_rows: usize) {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let ds = dataset(dir.path());
     let cluster = start_cluster(dir.path());
-    let queries = queries(&ds);
+    let mut queries = queries(&ds);
+    queries.retain(|(name, _)| pick(name));
     let files = dir.path().join("queries");
     std::fs::create_dir_all(&files).unwrap();
     let mut paths = Vec::new();
     for (name, sql) in &queries {
-        if UNSUPPORTED.iter().any(|(n, _)| n == name) {
-            continue;
-        }
         let p = files.join(format!("{name}.sql"));
         std::fs::write(&p, format!("{sql};\n")).unwrap();
         paths.push(p);
@@ -379,10 +408,7 @@ fn every_analysis_gives_the_same_rows_on_a_cluster() {
     );
     let mut differ = Vec::new();
     let mut rows = 0usize;
-    for (name, _) in queries
-        .iter()
-        .filter(|(n, _)| !UNSUPPORTED.iter().any(|(u, _)| u == n))
-    {
+    for (name, _) in &queries {
         let read = |d: &Path| {
             std::fs::read_to_string(d.join(format!("{name}.csv")))
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -406,7 +432,7 @@ fn every_analysis_gives_the_same_rows_on_a_cluster() {
         }
     }
     assert!(differ.is_empty(), "results differ:\n{}", differ.join("\n"));
-    assert!(rows > 1000, "the analyses gave only {rows} rows");
+    assert!(rows > min_rows, "the analyses gave only {rows} rows");
     eprintln!(
         "{} queries, {rows} rows, the same locally and on the cluster ({:?})",
         queries.len(),
