@@ -90,42 +90,56 @@ per_bucket AS (
     FROM bucketed
     GROUP BY source, pid, device, pool, bucket
 ),
--- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"),
--- algorithm B at total_last of every bucket that has one
-marked AS (
-    SELECT *,
-           CASE WHEN bucket >= 1 THEN used_last END AS last_a,
-           last_value(CASE WHEN bucket >= 1 THEN used_last END) IGNORE NULLS
-               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_a,
-           last_value(total_last) IGNORE NULLS
-               OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_b
+-- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"), algorithm
+-- B at total_last of every bucket that has one; each sequence is compared with its own first
+-- value and with the value before it (LAG over the sequence alone: no IGNORE NULLS, which the
+-- cluster does not carry)
+lasts AS (
+    SELECT source, pid, device, pool, bucket, used_last,
+           first_value(used_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS base,
+           used_last < LAG(used_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) AS down
     FROM per_bucket
+    WHERE bucket >= 1 AND used_last IS NOT NULL
 ),
-series AS (
-    SELECT *,
-           -- A: the baseline is the first of the lasts, the final value the last one
-           first_value(last_a) IGNORE NULLS OVER s AS base_used,
-           last_value(last_a) IGNORE NULLS OVER s AS final_a,
-           COUNT(last_a) OVER s AS n_lasts,
-           bool_or(COALESCE(last_a < prev_a, FALSE)) OVER s AS a_decreases,
-           -- B
-           first_value(total_last) IGNORE NULLS OVER s AS total_first_bytes,
-           last_value(total_last) IGNORE NULLS OVER s AS total_final_bytes,
-           COUNT(total_last) OVER s AS n_totals,
-           bool_or(COALESCE(total_last < prev_b, FALSE)) OVER s AS b_decreases
-    FROM marked
-    WINDOW s AS (PARTITION BY source, pid, device, pool ORDER BY bucket
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+a_series AS (
+    SELECT source, pid, device, pool,
+           MAX(base) AS base_used,
+           last_value(used_last ORDER BY bucket) AS final_a,
+           COUNT(*) AS n_lasts,
+           -- buckets after the baseline that are above it (the baseline is not its own competitor)
+           COUNT(*) FILTER (WHERE used_last > base) AS above_base,
+           bool_or(COALESCE(down, FALSE)) AS a_decreases
+    FROM lasts
+    GROUP BY source, pid, device, pool
+),
+b_series AS (
+    SELECT source, pid, device, pool,
+           first_value(total_last ORDER BY bucket) AS total_first_bytes,
+           last_value(total_last ORDER BY bucket) AS total_final_bytes,
+           COUNT(*) AS n_totals,
+           bool_or(COALESCE(down, FALSE)) AS b_decreases
+    FROM (
+        SELECT source, pid, device, pool, bucket, total_last,
+               total_last < LAG(total_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) AS down
+        FROM per_bucket
+        WHERE total_last IS NOT NULL
+    ) t
+    GROUP BY source, pid, device, pool
 ),
 verdicts AS (
-    SELECT *,
-           n_lasts - 1 AS compared,
-           -- buckets after the baseline that are above it (the baseline is not its own competitor)
-           COUNT(CASE WHEN last_a > base_used THEN 1 END)
-               OVER (PARTITION BY source, pid, device, pool) AS above_base
-    FROM series
+    SELECT p.*, a.base_used, a.final_a,
+           COALESCE(a.n_lasts, 0) - 1 AS compared,
+           COALESCE(a.above_base, 0) AS above_base,
+           COALESCE(a.a_decreases, FALSE) AS a_decreases,
+           b.total_first_bytes, b.total_final_bytes,
+           COALESCE(b.n_totals, 0) AS n_totals,
+           COALESCE(b.b_decreases, FALSE) AS b_decreases
+    FROM per_bucket p
+    LEFT JOIN a_series a ON a.source = p.source AND (a.pid IS NOT DISTINCT FROM p.pid)
+                        AND a.device = p.device AND a.pool = p.pool
+    LEFT JOIN b_series b ON b.source = p.source AND (b.pid IS NOT DISTINCT FROM p.pid)
+                        AND b.device = p.device AND b.pool = p.pool
 )
 SELECT source, pid, device, pool, bucket, t0, t1, t0 / unit_ns AS t0_raw, t1 / unit_ns AS t1_raw,
        points, used_last, used_min_bytes, used_max_bytes, total_last,
