@@ -46,38 +46,40 @@
 -- @column total_non_decreasing BOOLEAN algorithm B as the reference tests it: at least two buckets with a total, never decreasing
 -- @column reservation_growth   BOOLEAN algorithm B as the guide means it: total_non_decreasing and total_final_bytes > total_first_bytes
 WITH
--- each selected series' time range (from its points with a valid used): one small GROUP BY
-ranges AS (
-    SELECT r.*, GREATEST(ts_max - ts_min, 1) AS span,
-           CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
+-- the points of the selected series, with each series' time range (from its points with a
+-- valid used) and whether the point is the first of its series
+points AS (
+    SELECT *,
+           GREATEST(ts_max - ts_min, 1) AS span,
+           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
     FROM (
-        SELECT source, pid, device, pool,
-               MIN(CASE WHEN used >= 0 THEN ts END) AS ts_min,
-               MAX(CASE WHEN used >= 0 THEN ts END) AS ts_max
-        FROM usage_series
-        WHERE ts IS NOT NULL
+        SELECT u.source, u.pid, u.device, u.pool, u.ts, u.row_idx, u.used, u.total,
+               CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns,
+               MIN(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_min,
+               MAX(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_max
+        FROM usage_series u
+        LEFT JOIN sources f ON f.source = u.source
+        WHERE u.ts IS NOT NULL
           AND $buckets >= 1
-          AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
-        GROUP BY source, pid, device, pool
-    ) r
-    LEFT JOIN sources f ON f.source = r.source
+          AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
+        WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
+    ) p
     WHERE ts_min IS NOT NULL
 ),
--- each point in its bucket, plus one empty placeholder row per bucket of every series, so
--- that every bucket of every series exists (empty ones included)
+-- each point in its bucket; the first point of a series also yields one empty placeholder
+-- row per bucket, so that every bucket of every series exists (empty ones included)
 bucketed AS (
-    SELECT r.source, r.pid, r.device, r.pool, r.ts_min, r.ts_max, r.span, r.unit_ns,
-           u.ts, u.row_idx, u.used, u.total, FALSE AS placeholder,
-           LEAST(GREATEST((u.ts - r.ts_min) * $buckets / r.span, 0), $buckets - 1) AS bucket
-    FROM usage_series u
-    JOIN ranges r ON r.source = u.source AND (r.pid IS NOT DISTINCT FROM u.pid)
-                 AND r.device = u.device AND r.pool = u.pool
-    WHERE u.ts IS NOT NULL
-    UNION ALL
-    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns,
-           CAST(NULL AS BIGINT), arrow_cast(NULL, 'UInt64'), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
-           TRUE, unnest(range(0, $buckets))
-    FROM ranges
+    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns, ts, row_idx,
+           CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
+           CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
+           slot >= 0 AS placeholder,
+           CASE WHEN slot >= 0 THEN slot
+                ELSE LEAST(GREATEST((ts - ts_min) * $buckets / span, 0), $buckets - 1) END AS bucket
+    FROM (
+        -- slot -1 = the point itself, 0..buckets-1 = placeholders
+        SELECT *, unnest(CASE WHEN first_point THEN range(-1, $buckets) ELSE [-1] END) AS slot
+        FROM points
+    ) x
 ),
 per_bucket AS (
     SELECT source, pid, device, pool, bucket,
@@ -91,55 +93,54 @@ per_bucket AS (
     GROUP BY source, pid, device, pool, bucket
 ),
 -- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"), algorithm
--- B at total_last of every bucket that has one; each sequence is compared with its own first
--- value and with the value before it (LAG over the sequence alone: no IGNORE NULLS, which the
--- cluster does not carry)
-lasts AS (
-    SELECT source, pid, device, pool, bucket, used_last,
-           first_value(used_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket
-                                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS base,
-           used_last < LAG(used_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) AS down
-    FROM per_bucket
-    WHERE bucket >= 1 AND used_last IS NOT NULL
+-- B at total_last of every bucket that has one. Each bucket is numbered by how many values of
+-- its sequence came up to it (n_a, n_b), so the value in force is the one its group starts
+-- with, and the first and last values are those numbered 1 and n. (No IGNORE NULLS: a cluster
+-- plan does not carry it. per_bucket is read once: a CTE named twice is computed twice.)
+marked AS (
+    SELECT *,
+           COUNT(last_a) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS n_a,
+           COUNT(total_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS n_b
+    FROM (SELECT *, CASE WHEN bucket >= 1 THEN used_last END AS last_a FROM per_bucket) p
 ),
-a_series AS (
-    SELECT source, pid, device, pool,
-           MAX(base) AS base_used,
-           last_value(used_last ORDER BY bucket) AS final_a,
-           COUNT(*) AS n_lasts,
-           -- buckets after the baseline that are above it (the baseline is not its own competitor)
-           COUNT(*) FILTER (WHERE used_last > base) AS above_base,
-           bool_or(COALESCE(down, FALSE)) AS a_decreases
-    FROM lasts
-    GROUP BY source, pid, device, pool
+held AS (
+    SELECT *,
+           MAX(last_a) OVER (PARTITION BY source, pid, device, pool, n_a) AS held_a,
+           MAX(total_last) OVER (PARTITION BY source, pid, device, pool, n_b) AS held_b
+    FROM marked
 ),
-b_series AS (
-    SELECT source, pid, device, pool,
-           first_value(total_last ORDER BY bucket) AS total_first_bytes,
-           last_value(total_last ORDER BY bucket) AS total_final_bytes,
-           COUNT(*) AS n_totals,
-           bool_or(COALESCE(down, FALSE)) AS b_decreases
+stepped AS (
+    SELECT *,
+           CASE WHEN n_a > 1 AND last_a IS NOT NULL
+                THEN last_a < LAG(held_a) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) END AS down_a,
+           CASE WHEN n_b > 1 AND total_last IS NOT NULL
+                THEN total_last < LAG(held_b) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) END AS down_b
+    FROM held
+),
+based AS (
+    SELECT *,
+           -- A: the baseline is the first of the lasts, the final value the last one
+           MAX(CASE WHEN n_a = 1 THEN last_a END) OVER s AS base_used,
+           MAX(CASE WHEN n_a = n_lasts THEN last_a END) OVER s AS final_a,
+           n_lasts - 1 AS compared,
+           bool_or(COALESCE(down_a, FALSE)) OVER s AS a_decreases,
+           -- B
+           MAX(CASE WHEN n_b = 1 THEN total_last END) OVER s AS total_first_bytes,
+           MAX(CASE WHEN n_b = n_totals THEN total_last END) OVER s AS total_final_bytes,
+           bool_or(COALESCE(down_b, FALSE)) OVER s AS b_decreases
     FROM (
-        SELECT source, pid, device, pool, bucket, total_last,
-               total_last < LAG(total_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) AS down
-        FROM per_bucket
-        WHERE total_last IS NOT NULL
+        SELECT *,
+               MAX(n_a) OVER (PARTITION BY source, pid, device, pool) AS n_lasts,
+               MAX(n_b) OVER (PARTITION BY source, pid, device, pool) AS n_totals
+        FROM stepped
     ) t
-    GROUP BY source, pid, device, pool
+    WINDOW s AS (PARTITION BY source, pid, device, pool)
 ),
 verdicts AS (
-    SELECT p.*, a.base_used, a.final_a,
-           COALESCE(a.n_lasts, 0) - 1 AS compared,
-           COALESCE(a.above_base, 0) AS above_base,
-           COALESCE(a.a_decreases, FALSE) AS a_decreases,
-           b.total_first_bytes, b.total_final_bytes,
-           COALESCE(b.n_totals, 0) AS n_totals,
-           COALESCE(b.b_decreases, FALSE) AS b_decreases
-    FROM per_bucket p
-    LEFT JOIN a_series a ON a.source = p.source AND (a.pid IS NOT DISTINCT FROM p.pid)
-                        AND a.device = p.device AND a.pool = p.pool
-    LEFT JOIN b_series b ON b.source = p.source AND (b.pid IS NOT DISTINCT FROM p.pid)
-                        AND b.device = p.device AND b.pool = p.pool
+    SELECT *,
+           -- buckets after the baseline that are above it (the baseline is not its own competitor)
+           COUNT(CASE WHEN last_a > base_used THEN 1 END) OVER (PARTITION BY source, pid, device, pool) AS above_base
+    FROM based
 )
 SELECT source, pid, device, pool, bucket, t0, t1, t0 / unit_ns AS t0_raw, t1 / unit_ns AS t1_raw,
        points, used_last, used_min_bytes, used_max_bytes, total_last,
