@@ -118,7 +118,10 @@ pub async fn shared_dataset(inputs: &[PathBuf]) -> PathBuf {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
+        // A folder named by our pid may be left by an earlier process that had the same pid
+        // (pids wrap): its datasets are not ours.
         let root = parent.join(std::process::id().to_string());
+        let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).expect("shared dataset folder");
         root
     });
