@@ -35,17 +35,16 @@ WITH
 -- rows of framework pools that carry a reservation counter (table curve: every MALLOC/FREE
 -- row, stored by series then time, so the per-series steps below need no sort)
 pool_rows AS (
-    SELECT source, pid, device, pool, ts, ts_raw, row_idx, used, total
+    SELECT source, pid, device, pool, ts, ts_raw, row_idx, used, total, row_idx % 5 AS part,
+           used IS NOT NULL AND total > 0 AS s,
+           CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(total - used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS frag_pct,
+           CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS usage_pct
     FROM curve
     WHERE pool <> 'HAL' AND total IS NOT NULL
 ),
--- fragmentation samples
+-- fragmentation samples: the rows that carry both counters with total > 0 (s)
 samples AS (
-    SELECT *,
-           CAST(total - used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 AS frag_pct,
-           CAST(used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 AS usage_pct
-    FROM pool_rows
-    WHERE used IS NOT NULL AND total > 0
+    SELECT * FROM pool_rows WHERE s
 ),
 -- one pass over the rows: the row counts, the sample figures (FILTER: the samples), and the
 -- bound of the 5 lowest-usage samples, found without sorting every sample: the minima of 5
@@ -70,13 +69,7 @@ per_series AS (
            MIN(usage_pct) FILTER (WHERE s AND part = 2) AS low2,
            MIN(usage_pct) FILTER (WHERE s AND part = 3) AS low3,
            MIN(usage_pct) FILTER (WHERE s AND part = 4) AS low4
-    FROM (
-        SELECT source, pid, device, pool, ts, ts_raw, row_idx, used, total, row_idx % 5 AS part,
-               used IS NOT NULL AND total > 0 AS s,
-               CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(total - used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS frag_pct,
-               CASE WHEN used IS NOT NULL AND total > 0 THEN CAST(used AS DOUBLE) / CAST(total AS DOUBLE) * 100.0 END AS usage_pct
-        FROM pool_rows
-    ) r
+    FROM pool_rows
     GROUP BY source, pid, device, pool
 ),
 bounds AS (
