@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Builder, StringBuilder};
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
 
 /// (pid, device, event, event_type) of a group.
@@ -165,68 +165,43 @@ impl EventCounts {
     pub fn batch(&self, source: &str) -> RecordBatch {
         let mut order: Vec<&(GroupKey, GroupCounts)> = self.groups.iter().collect();
         order.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut src = StringBuilder::new();
-        let mut pid = Int64Builder::new();
-        let (mut device, mut event, mut event_type) = (
-            StringBuilder::new(),
-            StringBuilder::new(),
-            StringBuilder::new(),
-        );
-        let mut ints: Vec<Int64Builder> = (0..5).map(|_| Int64Builder::new()).collect();
-        let mut counts: Vec<Int64Builder> = (0..7).map(|_| Int64Builder::new()).collect();
-        for ((p, d, e, t), c) in order {
-            src.append_value(source);
-            pid.append_option(*p);
-            device.append_value(d);
-            event.append_value(e);
-            event_type.append_value(t);
-            for (b, v) in ints.iter_mut().zip([
-                c.first_ts,
-                c.last_ts,
-                c.first_ts_raw,
-                c.last_ts_raw,
-                c.size_bytes,
-            ]) {
-                b.append_option(v);
-            }
-            for (b, v) in counts.iter_mut().zip([
-                c.rows,
-                c.owner_rows,
-                c.shadow_rows,
-                c.py_stack_rows,
-                c.c_stack_rows,
-                c.counter_rows,
-                c.device_used_rows,
-            ]) {
-                b.append_value(v as i64);
-            }
-        }
-        let mut ints = ints
-            .into_iter()
-            .map(|mut b| Arc::new(b.finish()) as ArrayRef);
-        let mut counts = counts
-            .into_iter()
-            .map(|mut b| Arc::new(b.finish()) as ArrayRef);
-        let mut next_int = || ints.next().expect("five time and size columns");
-        let mut next_count = || counts.next().expect("seven count columns");
+        let text = |f: fn(&GroupKey) -> &str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(
+                order.iter().map(|(k, _)| f(k)),
+            ))
+        };
+        let int = |f: fn(&GroupCounts) -> Option<i64>| -> ArrayRef {
+            Arc::new(Int64Array::from_iter(order.iter().map(|(_, c)| f(c))))
+        };
+        let count = |f: fn(&GroupCounts) -> u64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(
+                order.iter().map(|(_, c)| f(c) as i64),
+            ))
+        };
         let columns: Vec<(&str, ArrayRef)> = vec![
-            ("source", Arc::new(src.finish())),
-            ("pid", Arc::new(pid.finish())),
-            ("device", Arc::new(device.finish())),
-            ("event", Arc::new(event.finish())),
-            ("event_type", Arc::new(event_type.finish())),
-            ("first_ts", next_int()),
-            ("last_ts", next_int()),
-            ("first_ts_raw", next_int()),
-            ("last_ts_raw", next_int()),
-            ("size_bytes", next_int()),
-            ("rows", next_count()),
-            ("owner_rows", next_count()),
-            ("shadow_rows", next_count()),
-            ("py_stack_rows", next_count()),
-            ("c_stack_rows", next_count()),
-            ("counter_rows", next_count()),
-            ("device_used_rows", next_count()),
+            (
+                "source",
+                Arc::new(StringArray::from_iter_values(order.iter().map(|_| source))),
+            ),
+            (
+                "pid",
+                Arc::new(Int64Array::from_iter(order.iter().map(|(k, _)| k.0))),
+            ),
+            ("device", text(|k| &k.1)),
+            ("event", text(|k| &k.2)),
+            ("event_type", text(|k| &k.3)),
+            ("first_ts", int(|c| c.first_ts)),
+            ("last_ts", int(|c| c.last_ts)),
+            ("first_ts_raw", int(|c| c.first_ts_raw)),
+            ("last_ts_raw", int(|c| c.last_ts_raw)),
+            ("size_bytes", int(|c| c.size_bytes)),
+            ("rows", count(|c| c.rows)),
+            ("owner_rows", count(|c| c.owner_rows)),
+            ("shadow_rows", count(|c| c.shadow_rows)),
+            ("py_stack_rows", count(|c| c.py_stack_rows)),
+            ("c_stack_rows", count(|c| c.c_stack_rows)),
+            ("counter_rows", count(|c| c.counter_rows)),
+            ("device_used_rows", count(|c| c.device_used_rows)),
         ];
         crate::schema::event_counts()
             .batch(columns)
