@@ -6,7 +6,7 @@
 //! merged ([`EventCounts::merge`]) and written by the ingest with the source's other tables.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
@@ -107,9 +107,7 @@ fn non_blank(s: Option<&str>) -> bool {
 
 impl EventCounts {
     fn hash(&self, pid: Option<i64>, device: &str, event: &str, event_type: &str) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        (pid, device, event, event_type).hash(&mut h);
-        h.finish()
+        self.hasher.hash_one((pid, device, event, event_type))
     }
 
     fn group(&mut self, pid: Option<i64>, device: &str, event: &str, event_type: &str) -> usize {
