@@ -1,6 +1,6 @@
 //! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
-//! curve.sql, owner_peaks.sql, event_counts.sql: the views memq ran per query before they were computed at
+//! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql: the views memq ran per query before they were computed at
 //! ingest), on every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -36,7 +36,9 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let curve_buckets = args("curve_buckets.sql", "$n", "7");
     let trend = args("trend.sql", "$buckets", "7");
     let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
+    let expansions = std::fs::read_to_string(dir.join("pool_expansions.sql")).unwrap();
     for (name, sql) in [
+        ("oracle_pool_expansions", expansions),
         ("oracle_event_counts", counts),
         ("oracle_curve_buckets", curve_buckets),
         ("oracle_trend", trend),
@@ -57,8 +59,8 @@ async fn missing(engine: &memq_engine::Engine, a: &str, b: &str, cols: &str) -> 
     rows(
         engine,
         &format!(
-            "SELECT {cols}, COUNT(*) AS n FROM {a} GROUP BY {cols} \
-             EXCEPT SELECT {cols}, COUNT(*) AS n FROM {b} GROUP BY {cols} LIMIT 5"
+            "SELECT {cols}, COUNT(*) AS n_rows FROM {a} GROUP BY {cols} \
+             EXCEPT SELECT {cols}, COUNT(*) AS n_rows FROM {b} GROUP BY {cols} LIMIT 5"
         ),
     )
     .await
@@ -74,6 +76,7 @@ async fn check(input: PathBuf) -> Vec<String> {
     let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
     let count_cols = "source, pid, device, event, event_type, rows, first_ts, last_ts, first_ts_raw, last_ts_raw, owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, device_used_rows, size_bytes";
     let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
+    let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
     // fragmentation has one row per series: compared row by row in key order (its list of
     // structs, lowest_usage, cannot be grouped by the multiset check below)
@@ -95,6 +98,8 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_curve_buckets", "curve_buckets(7)", bucket_cols),
         ("trend(7)", "oracle_trend", trend_cols),
         ("oracle_trend", "trend(7)", trend_cols),
+        ("pool_expansions", "oracle_pool_expansions", expansion_cols),
+        ("oracle_pool_expansions", "pool_expansions", expansion_cols),
         ("event_counts", "oracle_event_counts", count_cols),
         ("oracle_event_counts", "event_counts", count_cols),
         ("blocks", "oracle_block_fates", fate_cols),
@@ -137,6 +142,16 @@ fn generated(name: &str, cfg: GenConfig) -> PathBuf {
 #[tokio::test]
 async fn committed_and_real_inputs() {
     check(fixture("memscope/g3_run")).await;
+    // The committed run has pool expansions with HAL segments (the check is not empty).
+    let e = shared_engine(&[fixture("memscope/g3_run")]).await;
+    assert!(
+        int(
+            &e,
+            "SELECT COUNT(*) FROM pool_expansions WHERE hal_segments > 0"
+        )
+        .await
+            > 0
+    );
     for f in [
         "memscope/real/v1_smoke_multiproc_a.csv",
         "memscope/real/v1_smoke_multiproc_b.csv",

@@ -95,9 +95,11 @@ lowest AS (
     WHERE usage_rank <= 5
     GROUP BY source, pid, device, pool
 ),
+-- the reservation growths found at ingest (table expansions; view pool_expansions adds the
+-- HAL segments that came with each)
 expansion_counts AS (
     SELECT source, pid, device, pool, COUNT(*) AS expansions
-    FROM pool_expansions
+    FROM expansions
     GROUP BY source, pid, device, pool
 )
 SELECT s.source, s.pid, s.device, s.pool, s.rows,

@@ -2,7 +2,7 @@
 --
 -- A pool's counters are one series per (source, pid, device, pool), read in canonical order
 -- (timestamp, then file order); an expansion is a row whose `total` is larger than the `total`
--- of the previous row of the same series. `hal_segments`/`hal_bytes` count the HAL MALLOCs of
+-- of the previous row of the same series that carries one (found at ingest: table expansions). `hal_segments`/`hal_bytes` count the HAL MALLOCs of
 -- the same file, process and device between the previous row of the pool and this one — the
 -- driver allocations that normally back the growth (a plausibility check: sizes should add up
 -- to `delta`). Promoted shadow HAL MALLOCs (memory allocated before collection) are not counted.
@@ -28,52 +28,53 @@
 -- @column hal_segments     BIGINT  count: HAL MALLOCs of the same source/pid/device since the previous row of the pool
 -- @column hal_bytes        BIGINT  bytes: sum of the sizes of those HAL MALLOCs
 WITH
--- rows of framework pools that carry a reservation counter
-pool_rows AS (
-    SELECT source, pid, device, pool, ts, ts_raw, row_idx, event, used, total,
-           FALSE AS is_hal, 0 AS hal_size
-    FROM curve
-    WHERE pool <> 'HAL' AND total IS NOT NULL
+-- each expansion as two marks: at the previous row of its series (side 0) and at itself
+-- (side 1); the HAL MALLOCs between them are those counted at side 1 and not at side 0
+marks AS (
+    SELECT source, pid, device, pool, row_idx AS key, side,
+           CASE WHEN side = 0 THEN prev_ts ELSE ts END AS ts,
+           CASE WHEN side = 0 THEN prev_row_idx ELSE row_idx END AS row_idx,
+           0 AS hal_size
+    FROM (SELECT *, unnest([0, 1]) AS side FROM expansions) e
 ),
--- HAL MALLOCs (not promoted stock) of the same file/process/device
+-- HAL MALLOCs (not promoted stock)
 hal_rows AS (
-    SELECT source, pid, device, CAST(NULL AS VARCHAR) AS pool, ts, ts_raw, row_idx, event,
-           CAST(NULL AS BIGINT) AS used, CAST(NULL AS BIGINT) AS total,
-           TRUE AS is_hal, COALESCE(size, 0) AS hal_size
+    SELECT source, pid, device, CAST(NULL AS VARCHAR) AS pool, CAST(NULL AS BIGINT UNSIGNED) AS key,
+           -1 AS side, ts, row_idx, COALESCE(size, 0) AS hal_size
     FROM events
     WHERE event = 'MALLOC' AND event_type = 'HAL' AND NOT shadow
 ),
--- one stream per (source, pid, device): running count/bytes of HAL MALLOCs seen so far
-stream AS (
+-- one stream per (source, pid, device) of marks and HAL MALLOCs: the running count and bytes
+-- of the HAL MALLOCs up to each mark
+counted AS (
     SELECT *,
-           SUM(CASE WHEN is_hal THEN 1 ELSE 0 END) OVER w AS hal_n_cum,
+           SUM(CASE WHEN side < 0 THEN 1 ELSE 0 END) OVER w AS hal_n_cum,
            SUM(hal_size) OVER w AS hal_bytes_cum
-    FROM (SELECT * FROM pool_rows UNION ALL SELECT * FROM hal_rows) r
+    FROM (SELECT * FROM marks UNION ALL SELECT * FROM hal_rows) r
     WINDOW w AS (PARTITION BY source, pid, device ORDER BY ts, row_idx
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
--- each pool row with the previous row of the same pool series
-with_prev AS (
-    SELECT source, pid, device, pool, ts, ts_raw, row_idx, event, used, total, hal_n_cum, hal_bytes_cum,
-           LAG(total) OVER p AS prev_total,
-           LAG(used) OVER p AS prev_used,
-           LAG(hal_n_cum) OVER p AS prev_hal_n_cum,
-           LAG(hal_bytes_cum) OVER p AS prev_hal_bytes_cum
-    FROM stream
-    WHERE NOT is_hal
-    WINDOW p AS (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx)
+hal AS (
+    SELECT source, pid, device, pool, key,
+           MAX(hal_n_cum) FILTER (WHERE side = 1) - MAX(hal_n_cum) FILTER (WHERE side = 0) AS hal_segments,
+           MAX(hal_bytes_cum) FILTER (WHERE side = 1) - MAX(hal_bytes_cum) FILTER (WHERE side = 0) AS hal_bytes
+    FROM counted
+    WHERE side >= 0
+    GROUP BY source, pid, device, pool, key
 )
-SELECT source, pid, device, pool,
-       ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) AS n,
-       ts, ts_raw, event,
-       prev_total AS total_before,
-       total AS total_after,
-       total - prev_total AS delta,
-       prev_used AS used_before,
-       used AS used_after,
-       CASE WHEN prev_total > 0 AND prev_used IS NOT NULL
-            THEN CAST(prev_used AS DOUBLE) / CAST(prev_total AS DOUBLE) * 100.0 END AS usage_before_pct,
-       hal_n_cum - prev_hal_n_cum AS hal_segments,
-       hal_bytes_cum - prev_hal_bytes_cum AS hal_bytes
-FROM with_prev
-WHERE total > prev_total
+SELECT e.source, e.pid, e.device, e.pool,
+       ROW_NUMBER() OVER (PARTITION BY e.source, e.pid, e.device, e.pool ORDER BY e.ts, e.row_idx) AS n,
+       e.ts, e.ts_raw, e.event,
+       e.total_before,
+       e.total_after,
+       e.total_after - e.total_before AS delta,
+       e.used_before,
+       e.used_after,
+       CASE WHEN e.total_before > 0 AND e.used_before IS NOT NULL
+            THEN CAST(e.used_before AS DOUBLE) / CAST(e.total_before AS DOUBLE) * 100.0 END AS usage_before_pct,
+       h.hal_segments,
+       h.hal_bytes
+FROM expansions e
+JOIN hal h
+  ON h.source = e.source AND (h.pid IS NOT DISTINCT FROM e.pid) AND h.device = e.device
+ AND h.pool = e.pool AND h.key = e.row_idx

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray, StringBuilder,
-    UInt32Array, UInt32Builder, UInt64Builder,
+    UInt32Array, UInt32Builder, UInt64Array, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::reader::FileReader;
@@ -326,13 +326,15 @@ impl CurveFiles {
 /// Writes the rows of table `curve` of `source` to `out` from the staging files: `held` holds
 /// the row_idx of every shadow FREE whose block still counts as held at the end (its change is
 /// dropped). Returns the number of rows. When `staged.needs_sort()`, `out` is a staging file
-/// the caller sorts into place.
+/// the caller sorts into place. The rows of table `expansions` found on the way go to the
+/// staging file `growth_out`, which the caller sorts into place.
 pub fn finish(
     staged: CurveFiles,
     source: &str,
     held: &HashSet<u64>,
     steps: &StepIndex,
     out: &Path,
+    growth_out: &Path,
 ) -> Result<u64> {
     let def = schema::curve();
     let mut sink = ParquetSink::create_with(
@@ -347,6 +349,7 @@ pub fn finish(
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
     let mut owners = Sums::default();
+    let mut growth = Growth::create(growth_out)?;
     for staging in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
@@ -365,10 +368,141 @@ pub fn finish(
             columns.push(Arc::new(step_k));
             columns.push(Arc::new(step));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
+            growth.scan(&batch, source)?;
         }
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
+    growth.sink.close()?;
     sink.close()
+}
+
+/// The row of a series that last carried a reservation (`total`).
+struct Prev {
+    total: i64,
+    used: Option<i64>,
+    ts: Option<i64>,
+    row_idx: u64,
+}
+
+/// Table `expansions`: the rows of framework pools (not HAL) whose `total` is larger than on
+/// the previous row of their series that carries one. Rows of one series come in time order
+/// (interleaved with other series in the overflow file), so one state per series suffices.
+struct Growth {
+    sink: ParquetSink,
+    /// The series of the previous row with its state; the states of the other series.
+    current: Option<(Series, Prev)>,
+    others: HashMap<Series, Prev>,
+}
+
+impl Growth {
+    fn create(path: &Path) -> Result<Growth> {
+        Ok(Growth {
+            sink: ParquetSink::create_with(
+                path,
+                schema::expansions().schema(),
+                memq_core::dataset::staging_properties(),
+            )?,
+            current: None,
+            others: HashMap::new(),
+        })
+    }
+
+    /// The state of series (pid, device, pool), made current.
+    fn state(&mut self, pid: Option<i64>, device: &str, pool: &str) -> &mut Option<(Series, Prev)> {
+        let same =
+            matches!(&self.current, Some((s, _)) if s.0 == pid && s.1 == device && s.2 == pool);
+        if !same {
+            if let Some((s, p)) = self.current.take() {
+                self.others.insert(s, p);
+            }
+            // None for a series seen for the first time: no previous row yet.
+            let key: Series = (pid, device.to_string(), pool.to_string());
+            self.current = self.others.remove(&key).map(|p| (key, p));
+        }
+        &mut self.current
+    }
+
+    fn scan(&mut self, batch: &RecordBatch, source: &str) -> Result<()> {
+        let pid = batch.column(0).as_primitive::<Int64Type>();
+        let device = batch.column(1).as_string::<i32>();
+        let pool = batch.column(2).as_string::<i32>();
+        let ts = batch.column(3).as_primitive::<Int64Type>();
+        let ts_raw = batch.column(4).as_primitive::<Int64Type>();
+        let row_idx = batch.column(5).as_primitive::<UInt64Type>();
+        let event = batch.column(7).as_string::<i32>();
+        let used = batch.column(9).as_primitive::<Int64Type>();
+        let total = batch.column(10).as_primitive::<Int64Type>();
+        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
+        let mut rows: Vec<(usize, Prev)> = Vec::new();
+        for i in 0..batch.num_rows() {
+            if total.is_null(i) || pool.value(i) == "HAL" {
+                continue;
+            }
+            let p = opt(pid, i);
+            let now = Prev {
+                total: total.value(i),
+                used: opt(used, i),
+                ts: opt(ts, i),
+                row_idx: row_idx.value(i),
+            };
+            let state = self.state(p, device.value(i), pool.value(i));
+            match state {
+                Some((_, prev)) => {
+                    let prev = std::mem::replace(prev, now);
+                    if total.value(i) > prev.total {
+                        rows.push((i, prev));
+                    }
+                }
+                None => {
+                    *state = Some((
+                        (p, device.value(i).to_string(), pool.value(i).to_string()),
+                        now,
+                    ));
+                }
+            }
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let take = |c: &Int64Array| -> ArrayRef {
+            Arc::new(rows.iter().map(|(i, _)| opt(c, *i)).collect::<Int64Array>())
+        };
+        let strings = |c: &StringArray| -> ArrayRef {
+            Arc::new(
+                rows.iter()
+                    .map(|(i, _)| Some(c.value(*i)))
+                    .collect::<StringArray>(),
+            )
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![source; rows.len()])),
+            take(pid),
+            strings(device),
+            strings(pool),
+            take(ts),
+            take(ts_raw),
+            Arc::new(
+                rows.iter()
+                    .map(|(i, _)| row_idx.value(*i))
+                    .collect::<UInt64Array>(),
+            ),
+            strings(event),
+            Arc::new(rows.iter().map(|(_, p)| p.total).collect::<Int64Array>()),
+            Arc::new(
+                rows.iter()
+                    .map(|(i, _)| total.value(*i))
+                    .collect::<Int64Array>(),
+            ),
+            Arc::new(rows.iter().map(|(_, p)| p.used).collect::<Int64Array>()),
+            take(used),
+            Arc::new(rows.iter().map(|(_, p)| p.ts).collect::<Int64Array>()),
+            Arc::new(rows.iter().map(|(_, p)| p.row_idx).collect::<UInt64Array>()),
+        ];
+        self.sink.write(&RecordBatch::try_new(
+            schema::expansions().schema(),
+            columns,
+        )?)
+    }
 }
 
 /// Each row's place among the steps of its process and device (columns `step_k`, `step`).

@@ -245,18 +245,22 @@ async fn derive(
     } else {
         staging_dir.join(format!("{curve_stem}.parquet"))
     };
+    let growth = staging_dir.join(format!("expansions-{}.parquet", source.index));
     let rows = crate::curve::finish(
         derived.curve_staging,
         &source.name,
         &derived.held_shadow_rows,
         &crate::steps::StepIndex::new(&derived.steps),
         &target,
+        &growth,
     )?;
     if sorted {
         out.record("curve", &target, rows);
     } else {
         out.sort_into(&target, &ms::curve(), source.index).await?;
     }
+    out.sort_into(&growth, &ms::expansions(), source.index)
+        .await?;
     out.write_tables(
         source.index,
         &[

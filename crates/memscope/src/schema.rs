@@ -106,6 +106,30 @@ pub fn curve() -> TableDef {
     }
 }
 
+pub fn expansions() -> TableDef {
+    TableDef {
+        name: "expansions",
+        doc: "Each time a framework pool's reservation grew: a curve row of a pool other than HAL whose `total` is larger than the `total` of the previous row of its series that carries one, with that previous row. Computed at ingest; view pool_expansions adds the HAL segments that came with it. Ordered by series, then time.",
+        sort_order: &["source", "pid", "device", "pool", "ts", "row_idx"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool whose reservation grew (PTA, ATB, MINDSPORE, PTA_WORKSPACE, ...)"),
+            col("ts", Int64, "time of the row that shows the larger total").time_ns(),
+            col("ts_raw", Int64, "the same time as written in the file (µs for G1 sources)"),
+            req("row_idx", UInt64, "row_idx of that row"),
+            req("event", Utf8, "MALLOC or FREE: the row that shows the larger total"),
+            req("total_before", Int64, "reservation on the previous row of the series").bytes(),
+            req("total_after", Int64, "reservation on this row").bytes(),
+            col("used_before", Int64, "live bytes on the previous row of the series; NULL when absent").bytes(),
+            col("used_after", Int64, "live bytes on this row; NULL when absent").bytes(),
+            col("prev_ts", Int64, "time of the previous row of the series").time_ns(),
+            req("prev_row_idx", UInt64, "row_idx of the previous row of the series"),
+        ],
+    }
+}
+
 pub fn oom() -> TableDef {
     TableDef {
         name: "oom",
@@ -273,6 +297,7 @@ pub fn tables() -> Vec<TableDef> {
         event_counts(),
         blocks(),
         curve(),
+        expansions(),
         oom(),
         mem_snapshots(),
         steps(),
