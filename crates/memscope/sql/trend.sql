@@ -46,51 +46,56 @@
 -- @column total_non_decreasing BOOLEAN algorithm B as the reference tests it: at least two buckets with a total, never decreasing
 -- @column reservation_growth   BOOLEAN algorithm B as the guide means it: total_non_decreasing and total_final_bytes > total_first_bytes
 WITH
--- the points of the selected series, with each series' time range (from its points with a
--- valid used) and whether the point is the first of its series
-points AS (
-    SELECT *,
-           GREATEST(ts_max - ts_min, 1) AS span,
-           ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx) = 1 AS first_point
-    FROM (
-        SELECT u.source, u.pid, u.device, u.pool, u.ts, u.row_idx, u.used, u.total,
-               CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns,
-               MIN(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_min,
-               MAX(CASE WHEN u.used >= 0 THEN u.ts END) OVER s AS ts_max
-        FROM usage_series u
-        LEFT JOIN sources f ON f.source = u.source
-        WHERE u.ts IS NOT NULL
-          AND $buckets >= 1
-          AND (($pool IS NULL AND u.pool <> 'HOST_PINNED') OR u.pool = $pool)
-        WINDOW s AS (PARTITION BY u.source, u.pid, u.device, u.pool)
-    ) p
-    WHERE ts_min IS NOT NULL
+-- the points of the selected series
+sel AS (
+    SELECT source, pid, device, pool, ts, row_idx, used, total
+    FROM usage_series
+    WHERE ts IS NOT NULL
+      AND $buckets >= 1
+      AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
 ),
--- each point in its bucket; the first point of a series also yields one empty placeholder
--- row per bucket, so that every bucket of every series exists (empty ones included)
-bucketed AS (
-    SELECT source, pid, device, pool, ts_min, ts_max, span, unit_ns, ts, row_idx,
-           CASE WHEN slot >= 0 THEN NULL ELSE used END AS used,
-           CASE WHEN slot >= 0 THEN NULL ELSE total END AS total,
-           slot >= 0 AS placeholder,
-           CASE WHEN slot >= 0 THEN slot
-                ELSE LEAST(GREATEST((ts - ts_min) * $buckets / span, 0), $buckets - 1) END AS bucket
-    FROM (
-        -- slot -1 = the point itself, 0..buckets-1 = placeholders
-        SELECT *, unnest(CASE WHEN first_point THEN range(-1, $buckets) ELSE [-1] END) AS slot
-        FROM points
-    ) x
+-- each series' time range, from its points with a valid used
+bounds AS (
+    SELECT source, pid, device, pool,
+           MIN(CASE WHEN used >= 0 THEN ts END) AS ts_min,
+           MAX(CASE WHEN used >= 0 THEN ts END) AS ts_max
+    FROM sel
+    GROUP BY source, pid, device, pool
+),
+-- the non-empty buckets: each point in its bucket
+filled AS (
+    SELECT p.source, p.pid, p.device, p.pool, b.ts_min, b.ts_max,
+           LEAST(GREATEST((p.ts - b.ts_min) * $buckets / GREATEST(b.ts_max - b.ts_min, 1), 0), $buckets - 1) AS bucket,
+           COUNT(*) AS points,
+           last_value(p.used ORDER BY p.ts, p.row_idx) FILTER (WHERE p.used >= 0) AS used_last,
+           MIN(p.used) FILTER (WHERE p.used >= 0) AS used_min_bytes,
+           MAX(p.used) FILTER (WHERE p.used >= 0) AS used_max_bytes,
+           last_value(p.total ORDER BY p.ts, p.row_idx) FILTER (WHERE p.total >= 0) AS total_last
+    FROM sel p
+    JOIN bounds b
+      ON b.source = p.source AND (b.pid IS NOT DISTINCT FROM p.pid) AND b.device = p.device AND b.pool = p.pool
+    WHERE b.ts_min IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+),
+-- the first non-empty bucket of a series also yields one empty placeholder per bucket (slot
+-- 0..buckets-1; slot -1 is the bucket itself), so that every bucket of every series exists
+slots AS (
+    SELECT *, unnest(CASE WHEN first_bucket THEN range(-1, $buckets) ELSE [-1] END) AS slot
+    FROM (SELECT *, bucket = MIN(bucket) OVER (PARTITION BY source, pid, device, pool) AS first_bucket
+          FROM filled) f
 ),
 per_bucket AS (
-    SELECT source, pid, device, pool, bucket,
-           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, MAX(span) AS span, MAX(unit_ns) AS unit_ns,
-           COUNT(*) FILTER (WHERE NOT placeholder) AS points,
-           last_value(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_last,
-           MIN(used) FILTER (WHERE used >= 0) AS used_min_bytes,
-           MAX(used) FILTER (WHERE used >= 0) AS used_max_bytes,
-           last_value(total ORDER BY ts, row_idx) FILTER (WHERE total >= 0) AS total_last
-    FROM bucketed
-    GROUP BY source, pid, device, pool, bucket
+    SELECT s.source, s.pid, s.device, s.pool, CASE WHEN slot >= 0 THEN slot ELSE bucket END AS bucket,
+           MAX(ts_min) AS ts_min, MAX(ts_max) AS ts_max, GREATEST(MAX(ts_max) - MAX(ts_min), 1) AS span,
+           MAX(CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END) AS unit_ns,
+           COALESCE(SUM(points) FILTER (WHERE slot < 0), 0) AS points,
+           MAX(used_last) FILTER (WHERE slot < 0) AS used_last,
+           MAX(used_min_bytes) FILTER (WHERE slot < 0) AS used_min_bytes,
+           MAX(used_max_bytes) FILTER (WHERE slot < 0) AS used_max_bytes,
+           MAX(total_last) FILTER (WHERE slot < 0) AS total_last
+    FROM slots s
+    LEFT JOIN sources f ON f.source = s.source
+    GROUP BY 1, 2, 3, 4, 5
 ),
 -- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"), algorithm
 -- B at total_last of every bucket that has one. Each bucket is numbered by how many values of
