@@ -70,9 +70,10 @@ per_bucket AS (
         SELECT c.source, c.pid, c.device, c.pool, c.ts, c.row_idx, c.used, c.total,
                c.process_used, c.device_used, c.live_bytes, r.t_min, r.t_max,
                LEAST(((c.ts - r.t_min) * $n) / GREATEST(r.t_max - r.t_min, 1), $n - 1) AS bucket
-        FROM curve c
-        JOIN ranges r ON r.source = c.source AND (r.pid IS NOT DISTINCT FROM c.pid)
-                     AND r.device = c.device AND r.pool = c.pool
+        -- the few ranges first: the side a join holds in memory (the rows stream past it)
+        FROM ranges r
+        JOIN curve c ON r.source = c.source AND (r.pid IS NOT DISTINCT FROM c.pid)
+                    AND r.device = c.device AND r.pool = c.pool
         WHERE c.ts IS NOT NULL
     ) x
     GROUP BY source, pid, device, pool, bucket

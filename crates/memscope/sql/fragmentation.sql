@@ -83,8 +83,9 @@ bounds AS (
 lowest_ranked AS (
     SELECT s.*,
            ROW_NUMBER() OVER (PARTITION BY s.source, s.pid, s.device, s.pool ORDER BY s.usage_pct, s.ts, s.row_idx) AS usage_rank
-    FROM samples s
-    JOIN bounds b ON b.source = s.source AND (b.pid IS NOT DISTINCT FROM s.pid) AND b.device = s.device AND b.pool = s.pool
+    -- the few bounds first: the side a join holds in memory (the samples stream past it)
+    FROM bounds b
+    JOIN samples s ON b.source = s.source AND (b.pid IS NOT DISTINCT FROM s.pid) AND b.device = s.device AND b.pool = s.pool
     WHERE b.bound IS NULL OR s.usage_pct <= b.bound
 ),
 lowest AS (

@@ -64,6 +64,6 @@ SELECT c.source, c.pid, c.device, c.pool, c.ptr,
        END AS reason,
        c.stock,
        stack_frame(c.stack_py, 1) AS stack_top
-FROM blocks c
-JOIN source_range r ON r.source = c.source
+FROM source_range r
+JOIN blocks c ON r.source = c.source
 WHERE c.held_at_end AND c.alloc_ts IS NOT NULL

@@ -71,8 +71,9 @@ filled AS (
            MIN(p.used) FILTER (WHERE p.used >= 0) AS used_min_bytes,
            MAX(p.used) FILTER (WHERE p.used >= 0) AS used_max_bytes,
            last_value(p.total ORDER BY p.ts, p.row_idx) FILTER (WHERE p.total >= 0) AS total_last
-    FROM sel p
-    JOIN bounds b
+    -- the few bounds first: the side a join holds in memory (the points stream past it)
+    FROM bounds b
+    JOIN sel p
       ON b.source = p.source AND (b.pid IS NOT DISTINCT FROM p.pid) AND b.device = p.device AND b.pool = p.pool
     WHERE b.ts_min IS NOT NULL
     GROUP BY 1, 2, 3, 4, 5, 6, 7
