@@ -71,8 +71,9 @@ live AS (
     SELECT b.source, b.pid, b.device, m.at_ts, b.pool, b.ptr, b.alloc_ts, COALESCE(b.size, 0) AS size,
            COALESCE(NULLIF(b.owner, ''), CASE WHEN b.stock THEN '(stock)' ELSE b.pool END) AS owner,
            b.stack_py
-    FROM blocks b
-    JOIN moments m ON m.source = b.source AND (m.pid IS NOT DISTINCT FROM b.pid) AND m.device = b.device
+    -- the few moments first: the side a join holds in memory (the blocks stream past it)
+    FROM moments m
+    JOIN blocks b ON m.source = b.source AND (m.pid IS NOT DISTINCT FROM b.pid) AND m.device = b.device
     WHERE m.at_ts IS NOT NULL AND b.alloc_ts <= m.at_ts AND (b.end_ts IS NULL OR b.end_ts > m.at_ts)
       AND ($pool IS NULL OR b.pool = $pool)
 ),
@@ -81,8 +82,8 @@ counters AS (
            last_value(c.used ORDER BY c.ts, c.row_idx) FILTER (WHERE c.used IS NOT NULL) AS used,
            last_value(c.total ORDER BY c.ts, c.row_idx) FILTER (WHERE c.total IS NOT NULL) AS total,
            last_value(c.live_bytes ORDER BY c.ts, c.row_idx) AS live_bytes
-    FROM curve c
-    JOIN moments m ON m.source = c.source AND (m.pid IS NOT DISTINCT FROM c.pid) AND m.device = c.device
+    FROM moments m
+    JOIN curve c ON m.source = c.source AND (m.pid IS NOT DISTINCT FROM c.pid) AND m.device = c.device
     WHERE m.at_ts IS NOT NULL AND c.ts <= m.at_ts AND ($pool IS NULL OR c.pool = $pool)
     GROUP BY c.source, c.pid, c.device, m.at_ts, c.pool
 ),
