@@ -62,8 +62,9 @@ live AS (
            b.stack_py,
            user_frame(b.stack_py) AS user_frame,
            b.held_at_end AND b.alloc_ts < COALESCE(f.first_step_ts, p.first_ts + (p.last_ts - p.first_ts) / 10) AS is_static
-    FROM blocks b
-    JOIN peak_rows p
+    -- the few peaks first: the side a join holds in memory (the blocks stream past it)
+    FROM peak_rows p
+    JOIN blocks b
       ON p.source = b.source AND (p.pid IS NOT DISTINCT FROM b.pid) AND p.device = b.device AND p.pool = b.pool
     LEFT JOIN first_steps f
       ON f.source = b.source AND (f.pid IS NOT DISTINCT FROM b.pid) AND f.device = b.device

@@ -49,8 +49,9 @@ owned AS (
     SELECT s.side, c.step,
            CASE WHEN b.owner IS NOT NULL AND b.owner <> '' THEN b.owner WHEN b.stock THEN '(stock)' ELSE b.pool END AS owner,
            b.stack_py, COALESCE(b.size, 0) AS size, b.held_at_end
-    FROM blocks b
-    JOIN sides s ON s.source = b.source
+    -- the few sources first: the side a join holds in memory (the rows stream past it)
+    FROM sides s
+    JOIN blocks b ON s.source = b.source
     JOIN curve c ON c.source = b.source AND c.row_idx = b.alloc_row AND c.event = 'MALLOC'
     WHERE b.alloc_ts IS NOT NULL
 ),
@@ -73,12 +74,12 @@ allocs AS (
 ),
 peaks AS (
     SELECT s.side, c.owner AS key, c.step, MAX(c.owner_live_bytes) AS peak
-    FROM curve c JOIN sides s ON s.source = c.source
+    FROM sides s JOIN curve c ON s.source = c.source
     WHERE c.owner IS NOT NULL AND c.step IS NOT NULL
     GROUP BY s.side, c.owner, c.step
     UNION ALL
     SELECT s.side, c.owner, CAST(NULL AS BIGINT), MAX(c.owner_live_bytes)
-    FROM curve c JOIN sides s ON s.source = c.source
+    FROM sides s JOIN curve c ON s.source = c.source
     WHERE c.owner IS NOT NULL
     GROUP BY s.side, c.owner
 ),
