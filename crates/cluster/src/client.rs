@@ -33,20 +33,6 @@ pub async fn connect(url: &str, state: SessionState) -> Result<SessionContext> {
     let url = SchedulerUrl::parse(url)?;
     check_scheduler(&url).await?;
     let functions: Vec<_> = state.scalar_functions().values().cloned().collect();
-    let mut state = state;
-    // Locally the stored order of the tables is kept through repartitioning (the engine's
-    // prefer_existing_sort) so that windows need no sort; a shuffle between executors does not
-    // keep it, and a window planned on that order fails on the cluster ("All partition by
-    // columns should have an ordering"). Here the plan sorts where it needs an order.
-    let optimizer = &mut state.config_mut().options_mut().optimizer;
-    optimizer.prefer_existing_sort = false;
-    // Dynamic filters (a TopK's threshold shared with the scan, a join's build keys) are
-    // objects of one process: a TopK decoded on an executor trips "topk_emitter_count > 0",
-    // its task dies and the job never ends.
-    optimizer.enable_dynamic_filter_pushdown = false;
-    optimizer.enable_topk_dynamic_filter_pushdown = false;
-    optimizer.enable_join_dynamic_filter_pushdown = false;
-    optimizer.enable_aggregate_dynamic_filter_pushdown = false;
     let upgraded = state
         .upgrade_for_ballista(url.http())
         .map_err(|e| MemqError::Query(format!("{url}: {e}")))?;
