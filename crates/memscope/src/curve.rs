@@ -326,8 +326,8 @@ impl CurveFiles {
 /// Writes the rows of table `curve` of `source` to `out` from the staging files: `held` holds
 /// the row_idx of every shadow FREE whose block still counts as held at the end (its change is
 /// dropped). Returns the number of rows. When `staged.needs_sort()`, `out` is a staging file
-/// the caller sorts into place. The rows of table `expansions` found on the way go to the
-/// staging file `growth_out`, which the caller sorts into place.
+/// the caller sorts into place. The rows of table `expansions` found on the way go to
+/// `growth_out`, in the same way (series order when the curve's is). Returns the rows of both.
 pub fn finish(
     staged: CurveFiles,
     source: &str,
@@ -335,21 +335,25 @@ pub fn finish(
     steps: &StepIndex,
     out: &Path,
     growth_out: &Path,
-) -> Result<u64> {
+) -> Result<(u64, u64)> {
     let def = schema::curve();
-    let mut sink = ParquetSink::create_with(
-        out,
-        def.schema(),
+    let properties = |def: &memq_core::catalog::TableDef| {
         if staged.sorted {
-            writer_properties(Some(sorting_columns(&def)))
+            writer_properties(Some(sorting_columns(def)))
         } else {
             memq_core::dataset::staging_properties()
-        },
-    )?;
+        }
+    };
+    let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
     let mut owners = Sums::default();
-    let mut growth = Growth::create(growth_out)?;
+    let growth_def = schema::expansions();
+    let mut growth = Growth {
+        sink: ParquetSink::create_with(growth_out, growth_def.schema(), properties(&growth_def))?,
+        current: None,
+        others: HashMap::new(),
+    };
     for staging in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
@@ -372,8 +376,7 @@ pub fn finish(
         }
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    growth.sink.close()?;
-    sink.close()
+    Ok((sink.close()?, growth.sink.close()?))
 }
 
 /// The row of a series that last carried a reservation (`total`).
@@ -395,18 +398,6 @@ struct Growth {
 }
 
 impl Growth {
-    fn create(path: &Path) -> Result<Growth> {
-        Ok(Growth {
-            sink: ParquetSink::create_with(
-                path,
-                schema::expansions().schema(),
-                memq_core::dataset::staging_properties(),
-            )?,
-            current: None,
-            others: HashMap::new(),
-        })
-    }
-
     /// The state of series (pid, device, pool), made current.
     fn state(&mut self, pid: Option<i64>, device: &str, pool: &str) -> &mut Option<(Series, Prev)> {
         let same =

@@ -245,8 +245,12 @@ async fn derive(
     } else {
         staging_dir.join(format!("{curve_stem}.parquet"))
     };
-    let growth = staging_dir.join(format!("expansions-{}.parquet", source.index));
-    let rows = crate::curve::finish(
+    let growth = if sorted {
+        out.table_file("expansions", source.index)?
+    } else {
+        staging_dir.join(format!("expansions-{}.parquet", source.index))
+    };
+    let (rows, growth_rows) = crate::curve::finish(
         derived.curve_staging,
         &source.name,
         &derived.held_shadow_rows,
@@ -256,11 +260,12 @@ async fn derive(
     )?;
     if sorted {
         out.record("curve", &target, rows);
+        out.record("expansions", &growth, growth_rows);
     } else {
         out.sort_into(&target, &ms::curve(), source.index).await?;
+        out.sort_into(&growth, &ms::expansions(), source.index)
+            .await?;
     }
-    out.sort_into(&growth, &ms::expansions(), source.index)
-        .await?;
     out.write_tables(
         source.index,
         &[
