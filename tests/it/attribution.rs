@@ -221,3 +221,79 @@ async fn wasted_memory_is_ranked_by_what_it_adds_to_the_peak() {
         ]
     );
 }
+
+/// msMemScope's own compare sample (docs/attribution.md, "Run against run"): the "leaks" run is
+/// the baseline with `randn` and `_to_copy` run again after each of its two steps. Aligned on
+/// op order, every baseline op pairs with its twin, the four extra ops are the leaks run's
+/// only, and what they allocate is the whole difference in PTA.
+#[tokio::test]
+async fn run_diff_on_ops_finds_the_four_ops_the_real_leaks_run_adds() {
+    let inputs = [
+        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        shared_fixture("memscope/real/v2_compare_leaks.csv"),
+    ];
+    let engine = shared_engine(&inputs).await;
+    let name = |stem: &str| {
+        let engine = &engine;
+        let stem = stem.to_string();
+        async move {
+            let rows = query(
+                engine,
+                &format!("SELECT DISTINCT source FROM blocks WHERE source LIKE '%{stem}%'"),
+            )
+            .await;
+            assert_eq!(rows.len(), 1, "{stem}: {rows:?}");
+            rows[0]["source"].as_str().unwrap().to_string()
+        }
+    };
+    let (a, b) = (name("baseline").await, name("leaks").await);
+    let points = query(
+        &engine,
+        &format!(
+            "SELECT key, point, a_pos, b_pos, a_alloc, b_alloc, b_blocks, status \
+             FROM run_diff('{a}', '{b}', 'op') WHERE dimension = 'point' ORDER BY point"
+        ),
+    )
+    .await;
+    assert_eq!(points.len(), 44, "40 ops of the baseline and 4 more");
+    let extra: Vec<(i64, &str, i64)> = points
+        .iter()
+        .filter(|r| r["a_pos"].is_null())
+        .map(|r| {
+            assert_eq!(r["status"], "only_b", "{r:?}");
+            (
+                int(&r["b_pos"]),
+                r["key"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("torch._ops.aten."),
+                int(&r["b_alloc"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        extra,
+        vec![
+            (21, "randn.default", 0),
+            (22, "_to_copy.default", 4_000_256),
+            (43, "randn.default", 0),
+            (44, "_to_copy.default", 4_000_256),
+        ]
+    );
+    for r in points.iter().filter(|r| !r["a_pos"].is_null()) {
+        assert!(
+            !r["b_pos"].is_null(),
+            "no op of the baseline is missing: {r:?}"
+        );
+        assert_eq!(r["status"], "same", "{r:?}");
+    }
+    let pta = query(
+        &engine,
+        &format!(
+            "SELECT alloc_change FROM run_diff('{a}', '{b}', 'op') \
+             WHERE dimension = 'owner' AND key = 'PTA' AND point IS NULL"
+        ),
+    )
+    .await;
+    assert_eq!(int(&pta[0]["alloc_change"]), 2 * 4_000_256);
+}

@@ -444,12 +444,10 @@ async fn pair() -> &'static (PairTruth, PathBuf) {
     .await
 }
 
-#[tokio::test]
-async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
-    let (t, ds) = pair().await;
-    let engine = engine(ds).await;
+/// The captures of runs A and B of the two-run fixture, as `capture()` names them.
+async fn pair_sides(t: &PairTruth, engine: &memq_engine::Engine) -> (String, String) {
     let captures: Vec<String> = query(
-        &engine,
+        engine,
         "SELECT DISTINCT capture(source) AS c FROM blocks ORDER BY c",
     )
     .await
@@ -468,6 +466,14 @@ async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
     for (c, want) in [(&a, &t.a_captures), (&b, &t.b_captures)] {
         assert!(want.iter().any(|w| c.ends_with(w.as_str())), "{c} {want:?}");
     }
+    (a, b)
+}
+
+#[tokio::test]
+async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
+    let (t, ds) = pair().await;
+    let engine = engine(ds).await;
+    let (a, b) = pair_sides(t, &engine).await;
     let diff = query(
         &engine,
         &format!(
@@ -533,4 +539,151 @@ async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
         assert_eq!(int(&r["a_alloc"]), 0);
         assert_eq!(r["status"], "only_b");
     }
+}
+
+#[tokio::test]
+async fn run_diff_aligned_on_ops_puts_bs_extra_op_alone_and_pairs_every_other_op() {
+    let (t, ds) = pair().await;
+    let engine = engine(ds).await;
+    let (a, b) = pair_sides(t, &engine).await;
+    let rows = query(
+        &engine,
+        &format!(
+            "SELECT dimension, key, device, point, point_name, a_pos, b_pos, a_alloc, b_alloc, \
+             a_blocks, b_blocks, a_peak, b_peak, status FROM run_diff('{a}', '{b}', 'op')"
+        ),
+    )
+    .await;
+    let points: Vec<&Row> = rows.iter().filter(|r| !r["point"].is_null()).collect();
+    // every op of A has its partner in B: B only adds
+    assert!(
+        points.iter().all(|r| !r["b_pos"].is_null()),
+        "an op of B is missing"
+    );
+    // the ops only B has are its extra op, once per collected step on each device, and at
+    // each the extra owner allocates its two blocks
+    let (held, transient) = t.extra.split();
+    let mut alone: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for r in points.iter().filter(|r| r["a_pos"].is_null()) {
+        assert_eq!(r["point_name"], t.extra_op.as_str(), "{r:?}");
+        assert_eq!(r["status"], "only_b", "{r:?}");
+        if r["dimension"] == "owner" && r["key"] == t.extra_owner.as_str() {
+            assert_eq!(int(&r["b_alloc"]), (held + transient) as i64, "{r:?}");
+            assert_eq!(int(&r["b_blocks"]), 2, "{r:?}");
+            alone
+                .entry(text(&r["device"]).to_string())
+                .or_default()
+                .push(int(&r["point"]));
+        }
+    }
+    let devices = t.owners.iter().find(|o| o.owner == t.extra_owner).unwrap();
+    let per_device = t.extra_steps.len();
+    assert_eq!(
+        alone.values().map(Vec::len).collect::<Vec<_>>(),
+        vec![per_device; alone.len()]
+    );
+    assert_eq!(
+        (alone.len() * per_device * 2) as u64,
+        devices.b.as_ref().unwrap().blocks
+    );
+    // the extra owner allocates nowhere else; at the ops both runs have, every owner that the
+    // truth says is unchanged allocates and peaks the same
+    let unchanged: Vec<&str> = t
+        .owners
+        .iter()
+        .filter(|o| o.status == "same")
+        .map(|o| o.owner.as_str())
+        .collect();
+    assert!(unchanged.len() >= 3, "{unchanged:?}");
+    for r in points.iter().filter(|r| !r["a_pos"].is_null()) {
+        assert_ne!(r["key"], t.extra_owner.as_str(), "{r:?}");
+        if r["dimension"] == "owner" && unchanged.contains(&text(&r["key"])) {
+            assert_eq!(r["status"], "same", "{r:?}");
+        }
+    }
+    // the paired ops carry the same names on both sides, and a point is one op of each
+    let names = query(
+        &engine,
+        &format!(
+            "SELECT DISTINCT device, point, a_pos, b_pos FROM run_diff('{a}', '{b}', 'op') \
+             WHERE point > 0 ORDER BY device, point"
+        ),
+    )
+    .await;
+    let mut last: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for r in &names {
+        let (pa, pb) = last.entry(text(&r["device"]).to_string()).or_default();
+        if !r["a_pos"].is_null() {
+            assert!(int(&r["a_pos"]) > *pa, "positions rise: {r:?}");
+            *pa = int(&r["a_pos"]);
+        }
+        assert!(int(&r["b_pos"]) > *pb, "positions rise: {r:?}");
+        *pb = int(&r["b_pos"]);
+    }
+    // per kernel (the op or kernel in effect at each MALLOC), over the whole runs: the extra
+    // op is B's only, with the extra owner's bytes among what it allocates
+    let op = rows
+        .iter()
+        .find(|r| {
+            r["point"].is_null() && r["dimension"] == "kernel" && r["key"] == t.extra_op.as_str()
+        })
+        .expect("the extra op as a kernel key");
+    assert_eq!(op["status"], "only_b");
+    let extra_total = devices.b.as_ref().unwrap().alloc_bytes as i64;
+    assert!(int(&op["b_alloc"]) >= extra_total, "{op:?}");
+    let at_points: i64 = points
+        .iter()
+        .filter(|r| r["dimension"] == "kernel" && r["key"] == t.extra_op.as_str())
+        .map(|r| int(&r["b_alloc"]))
+        .sum();
+    assert_eq!(at_points, int(&op["b_alloc"]));
+}
+
+#[tokio::test]
+async fn run_diff_aligned_on_marks_or_kernels_pairs_them_all_and_places_the_extra_bytes() {
+    let (t, ds) = pair().await;
+    let engine = engine(ds).await;
+    let (a, b) = pair_sides(t, &engine).await;
+    // both runs mark the same moments and launch the same kernels (the extra op launches
+    // none): every mark and every kernel pairs with its twin
+    for align in ["mark", "kernel"] {
+        let rows = query(
+            &engine,
+            &format!(
+                "SELECT dimension, key, device, point, point_name, a_pos, b_pos, a_alloc, b_alloc, status \
+                 FROM run_diff('{a}', '{b}', '{align}') WHERE point IS NOT NULL"
+            ),
+        )
+        .await;
+        assert!(rows.iter().any(|r| int(&r["point"]) > 0), "{align}");
+        for r in &rows {
+            assert!(
+                int(&r["point"]) == 0 || (!r["a_pos"].is_null() && !r["b_pos"].is_null()),
+                "{align}: {r:?}"
+            );
+        }
+        // the extra owner's bytes, wherever the points put them, add up to its whole run, all
+        // in B
+        let extra: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r["dimension"] == "owner" && r["key"] == t.extra_owner.as_str())
+            .collect();
+        assert!(extra
+            .iter()
+            .all(|r| r["status"] == "only_b" && int(&r["a_alloc"]) == 0));
+        let total: i64 = extra.iter().map(|r| int(&r["b_alloc"])).sum();
+        let o = t.owners.iter().find(|o| o.owner == t.extra_owner).unwrap();
+        assert_eq!(total, o.b.as_ref().unwrap().alloc_bytes as i64, "{align}");
+    }
+    // a bad alignment name is refused, naming the ones there are
+    let err = engine
+        .query(&format!("SELECT * FROM run_diff('{a}', '{b}', 'steps')"))
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("align `steps` is not one of step, mark, op, kernel"),
+        "{err}"
+    );
 }

@@ -134,6 +134,14 @@ pub fn functions() -> Vec<Function> {
             DataType::Utf8,
             crate::attribution::categorize_fn,
         ),
+        scalar(
+            "seq_align",
+            "seq_align(a, b) -> LIST<STRUCT<k BIGINT, a BIGINT, b BIGINT>>",
+            "Two lists of names (the ops, kernels or marks of two runs, in order) aligned like a text diff: a longest common subsequence by Myers' algorithm, as msMemScope's --compare aligns op sequences. One struct per aligned point, in order: k its 1-based ordinal, a and b its 1-based positions in each list (NULL on the side that lacks it); paired points have equal names. A NULL list counts as empty. run_diff(a, b, align) uses it.",
+            2,
+            crate::align::aligned_type(),
+            crate::align::seq_align_fn,
+        ),
     ]
 }
 

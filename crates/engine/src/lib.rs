@@ -2,6 +2,7 @@
 //! the formats' functions and SQL library (views and table functions) registered. It knows the
 //! formats only through the [`Catalog`] it is given.
 
+pub mod align;
 pub mod attribution;
 pub mod calls;
 pub mod functions;

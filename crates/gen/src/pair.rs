@@ -1,7 +1,7 @@
 //! A two-run fixture with a known difference (`memq-gen --compare-run`): run A is the base
 //! configuration, run B the same with an extra owner ([`GenConfig::extra_owner`],
-//! `PTA@eval_cache`) that allocates a known number of bytes per step on every NPU and holds
-//! part of them to the end. The extra owner's rows take fixed time steps, draw nothing from
+//! `PTA@eval_cache`) that allocates a known number of bytes per step on every NPU, inside an op
+//! of its own (`aten.empty.memory_format`), and holds part of them to the end. The extra owner's rows take fixed time steps, draw nothing from
 //! the PRNG and live in PTA segments of their own, so everything else in B happens as in A,
 //! only later; what B's extra blocks change elsewhere — the HAL segments the caching pool
 //! reserves for them (`CANN@APP`), and with a stop period the held blocks the tool promotes
@@ -37,6 +37,9 @@ pub struct PairTruth {
     pub b_captures: Vec<String>,
     /// The owner only run B has.
     pub extra_owner: String,
+    /// The op only run B has: the extra owner allocates inside it, once per collected step
+    /// on every NPU (one ATEN_START / ATEN_END pair each).
+    pub extra_op: String,
     pub extra: ExtraOwner,
     /// Every owner of either run (whole runs, all devices): its totals on each side (`None`:
     /// absent there) and `status` `only_a`, `only_b`, `changed` or `same` (same = equal bytes
@@ -114,6 +117,7 @@ fn pair_truth(a: &Truth, b: &Truth, extra: ExtraOwner) -> PairTruth {
         b_dir: RUN_B.to_string(),
         b_captures: captures(RUN_B, b),
         extra_owner: text::OWN_EXTRA.to_string(),
+        extra_op: text::OP_EXTRA.to_string(),
         extra,
         owners,
         extra_steps: b.extra_owner_steps.clone(),

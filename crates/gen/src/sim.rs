@@ -1764,18 +1764,20 @@ impl<'a> Proc<'a> {
     }
 
     /// Run B's extra owner (`GenConfig::extra_owner`): after the forward pass every device
-    /// allocates `bytes_per_step` under [`tx::OWN_EXTRA`] in two blocks, a transient one freed
-    /// after the optimizer step and `held_per_step` kept to the end. Time advances by fixed
-    /// steps and no PRNG draw is made, so the rest of the run is run A's. Returns the transient
-    /// blocks.
+    /// runs one op of its own ([`tx::OP_EXTRA`]) that allocates `bytes_per_step` under
+    /// [`tx::OWN_EXTRA`] in two blocks, a transient one freed after the optimizer step and
+    /// `held_per_step` kept to the end. Time advances by fixed steps and no PRNG draw is made,
+    /// so the rest of the run is run A's. Returns the transient blocks.
     fn extra_owner_begin(&mut self, step: u32, x: super::ExtraOwner) -> Result<Vec<u64>> {
         let (held, transient) = x.split();
         self.plain = true;
         let mut out = Vec::new();
         for d in 0..self.devs.len() {
             let t = self.devs[d].tid_main;
+            self.aten(d, tx::OP_EXTRA, t, false)?;
             out.push(self.pta_malloc(d, transient, tx::OWN_EXTRA, t, false, 0, None, false)?);
             self.pta_malloc(d, held, tx::OWN_EXTRA, t, false, 0, None, false)?;
+            self.aten(d, tx::OP_EXTRA, t, true)?;
             if self.collecting {
                 let e = self.acc.extra_steps.entry(step).or_insert((0, 0));
                 e.0 += held + transient;

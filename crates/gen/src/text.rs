@@ -93,6 +93,8 @@ pub const OP_FOREACH_ADD: &str = "torch._ops.aten._foreach_add_.List";
 pub const OP_FOREACH_SQRT: &str = "torch._ops.aten._foreach_sqrt.default";
 pub const OP_ZEROS: &str = "torch._ops.aten.zeros_like.default";
 pub const OP_MATMUL: &str = "torch._ops.aten.matmul.default";
+/// The op run B's extra owner allocates in (`memq-gen --compare-run`); no other op has its name.
+pub const OP_EXTRA: &str = "torch._ops.aten.empty.memory_format";
 
 // ---- ATB -----------------------------------------------------------------------------------
 pub const ATB_OP: &str = "RmsNormOperation";

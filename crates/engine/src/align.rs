@@ -1,0 +1,140 @@
+//! `seq_align(a, b)`: two sequences of names (op, kernel or mark names of two runs, in time
+//! order) aligned the way a text diff aligns lines — a longest common subsequence found with
+//! Myers' algorithm, as msMemScope's `--compare` aligns the op sequences of two collections
+//! (docs/attribution.md, "Run against run"). `run_diff(a, b, align)` places each run's
+//! allocations on the aligned points.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Builder, ListArray, ListBuilder, StringArray, StructBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::common::{exec_err, Result as DfResult};
+use similar::{capture_diff_slices_deadline, Algorithm, DiffTag};
+
+/// Time one alignment may take before the diff stops looking for the shortest edit script
+/// and finishes with a longer one (every pair it gives still has equal names).
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The fields of one aligned point: its 1-based ordinal `k`, and its 1-based position in `a`
+/// and in `b` (NULL on the side that lacks it).
+fn point_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("a", DataType::Int64, true),
+        Field::new("b", DataType::Int64, true),
+    ])
+}
+
+/// The return type: `LIST<STRUCT<k BIGINT, a BIGINT, b BIGINT>>`.
+pub fn aligned_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(
+        DataType::Struct(point_fields()),
+        true,
+    )))
+}
+
+/// The aligned points of `a` and `b`, in order: `(Some(i), Some(j))` pairs equal names,
+/// `(Some(i), None)` is only in `a`, `(None, Some(j))` only in `b` (0-based positions).
+pub fn align<T: Ord + std::hash::Hash>(a: &[T], b: &[T]) -> Vec<(Option<usize>, Option<usize>)> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    for op in capture_diff_slices_deadline(Algorithm::Myers, a, b, Some(deadline)) {
+        let (tag, old, new) = op.as_tag_tuple();
+        match tag {
+            DiffTag::Equal => out.extend(old.zip(new).map(|(i, j)| (Some(i), Some(j)))),
+            DiffTag::Delete => out.extend(old.map(|i| (Some(i), None))),
+            DiffTag::Insert => out.extend(new.map(|j| (None, Some(j)))),
+            DiffTag::Replace => {
+                out.extend(old.map(|i| (Some(i), None)));
+                out.extend(new.map(|j| (None, Some(j))));
+            }
+        }
+    }
+    out
+}
+
+/// The names of row `i` of a list-of-text argument; empty when the list is NULL.
+fn names(list: &ListArray, i: usize) -> DfResult<Vec<Option<String>>> {
+    if list.is_null(i) {
+        return Ok(Vec::new());
+    }
+    let values = datafusion::arrow::compute::cast(&list.value(i), &DataType::Utf8)?;
+    let values: &StringArray = values.as_string::<i32>();
+    Ok(values.iter().map(|v| v.map(str::to_string)).collect())
+}
+
+/// The SQL body: one aligned list per row of two list arguments.
+pub fn seq_align_fn(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let list = |a: &ArrayRef| -> DfResult<ListArray> {
+        match a.data_type() {
+            DataType::List(_) => Ok(a.as_list::<i32>().clone()),
+            DataType::Null => Ok(ListArray::new_null(
+                Arc::new(Field::new_list_field(DataType::Utf8, true)),
+                a.len(),
+            )),
+            other => exec_err!("seq_align: arguments must be lists of names, got {other}"),
+        }
+    };
+    let (a, b) = (list(&args[0])?, list(&args[1])?);
+    let item = StructBuilder::from_fields(point_fields(), 0);
+    let mut out = ListBuilder::new(item).with_field(Arc::new(Field::new_list_field(
+        DataType::Struct(point_fields()),
+        true,
+    )));
+    for row in 0..a.len() {
+        let (xs, ys) = (names(&a, row)?, names(&b, row)?);
+        for (k, (i, j)) in align(&xs, &ys).into_iter().enumerate() {
+            let point = out.values();
+            let one = |v: Option<usize>| v.map(|v| v as i64 + 1);
+            point
+                .field_builder::<Int64Builder>(0)
+                .expect("k")
+                .append_value(k as i64 + 1);
+            point
+                .field_builder::<Int64Builder>(1)
+                .expect("a")
+                .append_option(one(i));
+            point
+                .field_builder::<Int64Builder>(2)
+                .expect("b")
+                .append_option(one(j));
+            point.append(true);
+        }
+        out.append(true);
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::align;
+
+    #[test]
+    fn an_inserted_op_is_only_on_its_side_and_the_rest_still_pairs() {
+        let a = ["t", "mm", "t", "sum", "t"];
+        let b = ["t", "mm", "randn", "t", "sum", "t"];
+        assert_eq!(
+            align(&a, &b),
+            vec![
+                (Some(0), Some(0)),
+                (Some(1), Some(1)),
+                (None, Some(2)),
+                (Some(2), Some(3)),
+                (Some(3), Some(4)),
+                (Some(4), Some(5)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_replaced_name_is_one_point_per_side() {
+        assert_eq!(
+            align(&["x", "y"], &["x", "z"]),
+            vec![(Some(0), Some(0)), (Some(1), None), (None, Some(1))]
+        );
+        assert!(align::<&str>(&[], &[]).is_empty());
+    }
+}
