@@ -331,6 +331,10 @@ pub fn file_format(path: &Path) -> Result<Option<Format>> {
     })
 }
 
+/// Arrow bytes per row group of a result file (`-o x.parquet`): the query's own buffers run
+/// beside the writer's open row group, so it is kept smaller than a dataset table's.
+const RESULT_GROUP_BYTES: usize = 32 << 20;
+
 enum FileInner {
     Parquet(ParquetSink),
     Text(ResultWriter<std::io::BufWriter<File>>),
@@ -376,7 +380,11 @@ impl FileSink {
             other => other,
         };
         let inner = match format {
-            None => FileInner::Parquet(ParquetSink::create(&tmp, schema.clone()).map_err(named)?),
+            None => FileInner::Parquet(
+                ParquetSink::create(&tmp, schema.clone())
+                    .map_err(named)?
+                    .with_group_bytes(RESULT_GROUP_BYTES),
+            ),
             Some(f) => {
                 let file = File::create(&tmp).map_err(|e| MemqError::io(path, e))?;
                 FileInner::Text(ResultWriter::new(

@@ -756,6 +756,8 @@ pub struct ParquetSink {
     rows: u64,
     /// Arrow bytes written into the open row group.
     group_bytes: usize,
+    /// The row group is closed once it holds this many Arrow bytes.
+    group_limit: usize,
 }
 
 impl ParquetSink {
@@ -776,7 +778,15 @@ impl ParquetSink {
             writer,
             rows: 0,
             group_bytes: 0,
+            group_limit: ROW_GROUP_BYTES,
         })
+    }
+
+    /// Closes row groups at `bytes` of Arrow data instead of the dataset's 128 MiB: a result
+    /// file written while its query runs keeps less of it in memory.
+    pub fn with_group_bytes(mut self, bytes: usize) -> ParquetSink {
+        self.group_limit = bytes.clamp(1 << 20, ROW_GROUP_BYTES);
+        self
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -792,7 +802,7 @@ impl ParquetSink {
         // repeated string encodes small and decodes to gigabytes ("index overflow decoding byte
         // array" on reading, issue 13 finding 1): cut by the Arrow bytes too.
         self.group_bytes += batch.get_array_memory_size();
-        if self.group_bytes >= ROW_GROUP_BYTES {
+        if self.group_bytes >= self.group_limit {
             self.writer.flush().map_err(err)?;
             self.group_bytes = 0;
         }
