@@ -1539,3 +1539,26 @@ async fn library_docs_cover_every_output_column() {
         }
     }
 }
+
+/// `has_steps` follows table `steps`, wherever its steps come from: the real Insight db marks
+/// its steps with MSTX ranges named "step start" (49 closed, the 50th open at the end) and has
+/// no SYSTEM STEP row, so the report must not say "cannot conclude: no step markers" there.
+#[tokio::test]
+async fn capabilities_count_steps_from_mstx_ranges_too() {
+    let db = crate::common::shared_fixture("memscope/insight/leaks_dump_msinsight.db");
+    let e = crate::common::shared_engine(std::slice::from_ref(&db)).await;
+    let r = rows(
+        &e,
+        "SELECT c.step_rows, c.steps, c.has_steps, (SELECT COUNT(DISTINCT step) FROM steps) AS table_steps, \
+         (SELECT COUNT(DISTINCT step) FROM steps WHERE complete) AS closed, (SELECT MIN(origin) FROM steps) AS origin \
+         FROM capabilities c",
+    )
+    .await;
+    assert_eq!(
+        r,
+        vec![vec!["0", "50", "true", "50", "49", "MSTX_RANGE"]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()]
+    );
+}

@@ -10,8 +10,9 @@
 --   has_stop_periods  STOP_TRACE rows         -> shadow FREEs may be genuine frees of stop periods
 --   has_snapshots     SNAPSHOT rows           -> OOM quantification (remaining device memory)
 --   has_oom           OOM_DETAIL rows         -> OOM diagnosis
---   has_steps         SYSTEM STEP rows        -> per-step growth
--- Each boolean is "count > 0" of the matching count column.
+--   has_steps         steps (table steps: SYSTEM STEP rows, else step-named MSTX ranges or
+--                     step marks)             -> per-step growth
+-- Each boolean is "count > 0" of the matching count column (has_steps: of steps).
 --
 -- @column source            VARCHAR input file
 -- @column generation        VARCHAR format generation guessed at ingest: G1, G2, G3
@@ -44,7 +45,8 @@
 -- @column oom_rows          BIGINT  count: OOM_DETAIL rows
 -- @column has_oom           BOOLEAN oom_rows > 0
 -- @column step_rows         BIGINT  count: SYSTEM STEP rows
--- @column has_steps         BOOLEAN step_rows > 0
+-- @column steps             BIGINT  count: distinct step numbers in table steps (from SYSTEM STEP rows, else step-named MSTX ranges, else step marks)
+-- @column has_steps         BOOLEAN steps > 0
 -- @column access_rows       BIGINT  count: ACCESS rows
 -- @column unmatched_frees   BIGINT  count: FREE rows without a MALLOC (blocks allocated before collection)
 -- @column never_freed       BIGINT  count: blocks without any FREE (still live at the end)
@@ -110,11 +112,13 @@ SELECT s.source, s.generation, s.ts_unit,
        COALESCE(e.oom_rows, 0) AS oom_rows,
        COALESCE(e.oom_rows > 0, false) AS has_oom,
        COALESCE(e.step_rows, 0) AS step_rows,
-       COALESCE(e.step_rows > 0, false) AS has_steps,
+       COALESCE(st.steps, 0) AS steps,
+       COALESCE(st.steps > 0, false) AS has_steps,
        COALESCE(e.access_rows, 0) AS access_rows,
        COALESCE(b.unmatched_frees, 0) AS unmatched_frees,
        COALESCE(b.never_freed, 0) AS never_freed
 FROM sources s
 LEFT JOIN per_source e ON e.source = s.source
 LEFT JOIN block_counts b ON b.source = s.source
+LEFT JOIN (SELECT source, COUNT(DISTINCT step) AS steps FROM steps GROUP BY source) st ON st.source = s.source
 WHERE s.kind IN ('memscope_csv', 'memscope_db')
