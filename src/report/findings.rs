@@ -287,11 +287,16 @@ fn sources_section(b: &mut Builder) {
             );
             blocks.push(b.push(f));
         }
-        if !any("has_steps") {
+        if !d.step_evidence() {
+            let missing = if any("has_steps") {
+                "two complete steps (the dump marks steps but closes fewer than two)"
+            } else {
+                "step markers"
+            };
             let f = cannot(
                 4,
                 "growth per step (leak algorithm A)",
-                "step markers",
+                missing,
                 "`msmemscope.step()` in the training loop, or mstx ranges named \"step start\"",
             );
             blocks.push(b.push(f));
@@ -926,7 +931,7 @@ fn owners_section(b: &mut Builder) {
 fn leak_section(b: &mut Builder) {
     let d = b.d;
     let mut blocks = Vec::new();
-    let has_steps = d.capabilities.iter().any(|r| r.b("has_steps"));
+    let has_steps = d.step_evidence();
     let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
     // Devices with a framework pool: the HAL segments that pool reserves (owner CANN@APP,
     // docs/formats/memscope.md §6) nest the bytes its own owners report, so they are left out of

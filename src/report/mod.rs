@@ -521,6 +521,13 @@ impl Data {
     pub fn has_memscope(&self) -> bool {
         !self.capabilities.is_empty()
     }
+    /// Growth per step can be judged: some dump has two complete steps (a dump whose only
+    /// step is still open at its end has markers but no step-to-step evidence).
+    pub fn step_evidence(&self) -> bool {
+        self.capabilities
+            .iter()
+            .any(|r| r.i64("complete_steps").unwrap_or(0) >= 2)
+    }
     pub fn has_snapshot(&self) -> bool {
         !self.snap_overview.is_empty()
     }
@@ -602,7 +609,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     let caps = b.add(
         "capabilities",
         "SELECT source, generation, rows, processes, devices, pools, has_owners, has_py_stacks, has_alloc_free, \
-         has_pool_counters, has_snapshots, has_oom, has_steps FROM capabilities ORDER BY source",
+         has_pool_counters, has_snapshots, has_oom, has_steps, complete_steps FROM capabilities ORDER BY source",
     );
     let sources = b.add(
         "sources",

@@ -136,8 +136,8 @@ pub fn functions() -> Vec<Function> {
         ),
         scalar(
             "seq_align",
-            "seq_align(a, b) -> LIST<STRUCT<k BIGINT, a BIGINT, b BIGINT>>",
-            "Two lists of names (the ops, kernels or marks of two runs, in order) aligned like a text diff: a longest common subsequence by Myers' algorithm, as msMemScope's --compare aligns op sequences. One struct per aligned point, in order: k its 1-based ordinal, a and b its 1-based positions in each list (NULL on the side that lacks it); paired points have equal names. A NULL list counts as empty. run_diff(a, b, align) uses it.",
+            "seq_align(a, b) -> LIST<BIGINT>",
+            "Two lists of names (the ops, kernels or marks of two runs, in order) aligned like a text diff: a longest common subsequence by Myers' algorithm, as msMemScope's --compare aligns op sequences. Gives the 1-based ordinal of the aligned point of every name of a, then of every name of b (as many as both lists hold): two names share a point when they pair, a name of one list alone has a point of its own. A NULL list counts as empty. run_diff(a, b, align) uses it beside unnest(array_concat(a, b)).",
             2,
             crate::align::aligned_type(),
             crate::align::seq_align_fn,

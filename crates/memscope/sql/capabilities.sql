@@ -46,6 +46,7 @@
 -- @column has_oom           BOOLEAN oom_rows > 0
 -- @column step_rows         BIGINT  count: SYSTEM STEP rows
 -- @column steps             BIGINT  count: distinct step numbers in table steps (from SYSTEM STEP rows, else step-named MSTX ranges, else step marks)
+-- @column complete_steps    BIGINT  count: distinct numbers of complete steps (closed by the next step or their end marker); growth per step needs two
 -- @column has_steps         BOOLEAN steps > 0
 -- @column access_rows       BIGINT  count: ACCESS rows
 -- @column unmatched_frees   BIGINT  count: FREE rows without a MALLOC (blocks allocated before collection)
@@ -113,6 +114,7 @@ SELECT s.source, s.generation, s.ts_unit,
        COALESCE(e.oom_rows > 0, false) AS has_oom,
        COALESCE(e.step_rows, 0) AS step_rows,
        COALESCE(st.steps, 0) AS steps,
+       COALESCE(st.complete_steps, 0) AS complete_steps,
        COALESCE(st.steps > 0, false) AS has_steps,
        COALESCE(e.access_rows, 0) AS access_rows,
        COALESCE(b.unmatched_frees, 0) AS unmatched_frees,
@@ -120,5 +122,6 @@ SELECT s.source, s.generation, s.ts_unit,
 FROM sources s
 LEFT JOIN per_source e ON e.source = s.source
 LEFT JOIN block_counts b ON b.source = s.source
-LEFT JOIN (SELECT source, COUNT(DISTINCT step) AS steps FROM steps GROUP BY source) st ON st.source = s.source
+LEFT JOIN (SELECT source, COUNT(DISTINCT step) AS steps, COUNT(DISTINCT step) FILTER (WHERE complete) AS complete_steps
+           FROM steps GROUP BY source) st ON st.source = s.source
 WHERE s.kind IN ('memscope_csv', 'memscope_db')

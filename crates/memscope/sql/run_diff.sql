@@ -64,23 +64,27 @@ checked AS (
        AND raise_unless($align IN ('step', 'mark', 'op', 'kernel'), concat('run_diff: align `', $align, '` is not one of step, mark, op, kernel')) AS ok
 ),
 sides AS (
-    SELECT n.source, CASE WHEN capture(n.source) = $a OR n.source = $a THEN 'a' ELSE 'b' END AS side
+    -- (align read from the checked row, not as a constant: with step alignment the planner
+    -- would otherwise prove the points empty and prune the unnest below in a way that a
+    -- cluster cannot decode)
+    SELECT n.source, CASE WHEN capture(n.source) = $a OR n.source = $a THEN 'a' ELSE 'b' END AS side,
+           CASE WHEN c.ok THEN $align END AS align
     FROM checked c CROSS JOIN names n
     WHERE c.ok AND (capture(n.source) IN ($a, $b) OR n.source IN ($a, $b))
 ),
 -- each side's memory rows, alignment points and launches, per device in time order
 timeline AS (
-    SELECT s.side, c.device, c.source, c.ts, c.row_idx, c.event, c.step, c.owner, c.owner_live_bytes,
+    SELECT s.side, s.align, c.device, c.source, c.ts, c.row_idx, c.event, c.step, c.owner, c.owner_live_bytes,
            false AS is_point, CAST(NULL AS VARCHAR) AS name, CAST(NULL AS VARCHAR) AS launch
     -- the few sources first: the side a join holds in memory (the rows stream past it)
     FROM sides s JOIN curve c ON s.source = c.source
     WHERE c.ts IS NOT NULL
     UNION ALL
-    SELECT side, device, source, ts, row_idx, event, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
-           CASE $align WHEN 'mark' THEN is_mark WHEN 'op' THEN is_op WHEN 'kernel' THEN is_kernel ELSE false END,
+    SELECT side, align, device, source, ts, row_idx, event, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
+           CASE align WHEN 'mark' THEN is_mark WHEN 'op' THEN is_op WHEN 'kernel' THEN is_kernel ELSE false END,
            name, CASE WHEN is_op OR is_kernel THEN name END
     FROM (
-        SELECT s.side, e.device, e.source, e.ts, e.row_idx, e.event,
+        SELECT s.side, s.align, e.device, e.source, e.ts, e.row_idx, e.event,
                COALESCE(NULLIF(trim(e.name), ''), '(unnamed)') AS name,
                e.event = 'MSTX' AND e.event_type IN ('Mark', 'Range_start') AS is_mark,
                e.event = 'OP_LAUNCH' AND e.event_type IN ('ATEN_START', 'ATB_START') AS is_op,
@@ -88,14 +92,21 @@ timeline AS (
         FROM sides s JOIN events e ON s.source = e.source
         WHERE e.ts IS NOT NULL AND e.event IN ('MSTX', 'OP_LAUNCH', 'KERNEL_LAUNCH')
     ) AS l
-    WHERE is_op OR is_kernel OR (is_mark AND $align = 'mark')
+    WHERE is_op OR is_kernel OR (is_mark AND align = 'mark')
 ),
-placed AS (
-    SELECT side, device, source, row_idx, event, step, owner, owner_live_bytes, is_point, name,
+counted AS (
+    SELECT *,
            SUM(CASE WHEN is_point THEN 1 ELSE 0 END) OVER w AS pos,
-           COALESCE(LAST_VALUE(launch) IGNORE NULLS OVER w, '(none)') AS kernel
+           COUNT(launch) OVER w AS launches
     FROM timeline
     WINDOW w AS (PARTITION BY side, device ORDER BY ts, source, row_idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+-- the latest launch: the one launch of the rows after the same number of launches (not
+-- last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's serialisation)
+placed AS (
+    SELECT side, align, device, source, row_idx, event, step, owner, owner_live_bytes, is_point, name, pos,
+           COALESCE(MAX(launch) OVER (PARTITION BY side, device, launches), '(none)') AS kernel
+    FROM counted
 ),
 -- the two sides' point sequences of each device, aligned (nothing for align step)
 sequences AS (
@@ -105,25 +116,42 @@ sequences AS (
     FROM placed WHERE is_point
     GROUP BY device
 ),
-aligned AS (
-    SELECT device, p['k'] AS point, p['a'] AS a_pos, p['b'] AS b_pos,
-           COALESCE(array_element(a_names, p['a']), array_element(b_names, p['b'])) AS point_name
-    FROM (SELECT device, a_names, b_names, unnest(seq_align(a_names, b_names)) AS p FROM sequences) AS u
-),
 -- where each side's position lands: its aligned point (0 before the first point)
 landing AS (
-    SELECT 'a' AS side, device, a_pos AS pos, point FROM aligned WHERE a_pos IS NOT NULL
-    UNION ALL
-    SELECT 'b', device, b_pos, point FROM aligned WHERE b_pos IS NOT NULL
+    -- (grouped, so that every unnested column is read even where a query needs only some: an
+    -- unnest whose outputs were pruned does not survive the plan's serialisation to a cluster)
+    SELECT device, side, pos, point, MAX(name) AS name
+    FROM (
+        SELECT device, CASE WHEN i <= na THEN 'a' ELSE 'b' END AS side,
+               CASE WHEN i <= na THEN i ELSE i - na END AS pos, point, name
+        FROM (
+            SELECT device, na, unnest(positions) AS i, unnest(points) AS point, unnest(names) AS name
+            FROM (
+                SELECT device, CAST(COALESCE(cardinality(a_names), 0) AS BIGINT) AS na,
+                       range(1, CAST(COALESCE(cardinality(a_names), 0) + COALESCE(cardinality(b_names), 0) + 1 AS BIGINT)) AS positions,
+                       seq_align(a_names, b_names) AS points,
+                       CASE WHEN a_names IS NULL THEN b_names WHEN b_names IS NULL THEN a_names
+                            ELSE array_concat(a_names, b_names) END AS names
+                FROM sequences
+            ) AS l
+        ) AS u
+    ) AS n
+    GROUP BY device, side, pos, point
+),
+aligned AS (
+    SELECT device, point, MAX(pos) FILTER (WHERE side = 'a') AS a_pos, MAX(pos) FILTER (WHERE side = 'b') AS b_pos,
+           MAX(name) AS point_name
+    FROM landing
+    GROUP BY device, point
 ),
 -- the rows placed on the unit they are compared in: the step (align step) or the point
 units AS (
     SELECT p.*,
-           CASE WHEN $align = 'step' THEN p.step END AS u_step,
-           CAST(CASE WHEN $align <> 'step' THEN p.device END AS VARCHAR) AS u_device,
-           CASE WHEN $align <> 'step' THEN COALESCE(l.point, 0) END AS u_point
+           CASE WHEN p.align = 'step' THEN p.step END AS u_step,
+           CAST(CASE WHEN p.align <> 'step' THEN p.device END AS VARCHAR) AS u_device,
+           CASE WHEN p.align <> 'step' THEN COALESCE(l.point, 0) END AS u_point
     FROM placed p
-    LEFT JOIN landing l ON $align <> 'step' AND l.side = p.side AND l.device = p.device AND l.pos = p.pos
+    LEFT JOIN landing l ON p.align <> 'step' AND l.side = p.side AND l.device = p.device AND l.pos = p.pos
     WHERE NOT p.is_point AND p.event IN ('MALLOC', 'FREE')
 ),
 owned AS (
@@ -143,10 +171,8 @@ keyed AS (
     UNION ALL
     SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'kernel', kernel FROM owned
     UNION ALL
-    -- each point as a whole, also where nothing is allocated (named in the output)
+    -- each point as a whole (named in the output; points where nothing is allocated are added there)
     SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'point', '' FROM owned WHERE u_point IS NOT NULL
-    UNION ALL
-    SELECT side, CAST(NULL AS BIGINT), device, point, 0, false, 0, 'point', '' FROM landing
 ),
 allocs AS (
     SELECT side, dimension, key, u_step, u_device, u_point, SUM(size) AS alloc, SUM(n) AS blocks, CAST(NULL AS BIGINT) AS held_end,
@@ -193,6 +219,14 @@ paired AS (
       ON x.dimension = y.dimension AND x.key = y.key AND x.whole = y.whole
      AND (x.u_step IS NOT DISTINCT FROM y.u_step) AND (x.u_device IS NOT DISTINCT FROM y.u_device)
      AND (x.u_point IS NOT DISTINCT FROM y.u_point)
+),
+-- the points where neither side allocates
+empty_points AS (
+    SELECT al.device, al.point, al.point_name, al.a_pos, al.b_pos
+    FROM aligned al
+    LEFT JOIN (SELECT DISTINCT device, point FROM paired WHERE dimension = 'point') q
+           ON q.device = al.device AND q.point = al.point
+    WHERE q.point IS NULL
 )
 SELECT p.dimension,
        CASE WHEN p.dimension <> 'point' THEN p.key WHEN p.point = 0 THEN '(before the first)' ELSE al.point_name END AS key,
@@ -211,4 +245,11 @@ SELECT p.dimension,
             ELSE 'changed' END AS status
 FROM paired p
 LEFT JOIN aligned al ON al.device = p.device AND al.point = p.point
-WHERE (p.step IS NULL OR p.step IN (SELECT u_step FROM common_steps))
+LEFT JOIN common_steps cs ON cs.u_step = p.step
+WHERE p.step IS NULL OR cs.u_step IS NOT NULL
+UNION ALL
+SELECT 'point', point_name AS key, CAST(NULL AS BIGINT), device, point, point_name, a_pos, b_pos,
+       0, 0, 0, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
+       CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), 0, 0,
+       CASE WHEN b_pos IS NULL THEN 'only_a' WHEN a_pos IS NULL THEN 'only_b' ELSE 'same' END
+FROM empty_points

@@ -94,14 +94,20 @@ points AS (
     FROM boundaries b
     JOIN pools p ON p.source = b.source AND (p.pid IS NOT DISTINCT FROM b.pid) AND p.device = b.device
 ),
--- piece = boundaries passed so far; level = the last value before the row
-walked AS (
+-- piece = boundaries passed so far; filled = values passed so far
+counted AS (
     SELECT *,
            SUM(is_boundary) OVER w AS piece,
-           last_value(used) IGNORE NULLS OVER w AS level
+           COUNT(used) OVER w AS filled
     FROM points
     WINDOW w AS (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+-- level = the last value at or before the row: the one value of its `filled` group (not
+-- last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's serialisation)
+walked AS (
+    SELECT *, MAX(used) OVER (PARTITION BY source, pid, device, pool, filled) AS level
+    FROM counted
 ),
 pieces AS (
     SELECT source, pid, device, pool, piece, COUNT(*) AS points, MAX(used) AS max_used,

@@ -59,7 +59,9 @@ born AS (
 ),
 -- the blocks live at the end of their own step at least, of origins with survivors
 lasting AS (
-    SELECT *, COUNT(*) FILTER (WHERE last_k > born_k) OVER (PARTITION BY source, pid, device, pool, owner, user_frame) AS survivors
+    -- (a SUM, not COUNT(*) FILTER: a window aggregate's FILTER does not survive the plan's
+    -- serialisation to a cluster, where every block would count)
+    SELECT *, SUM(CASE WHEN last_k > born_k THEN 1 ELSE 0 END) OVER (PARTITION BY source, pid, device, pool, owner, user_frame) AS survivors
     FROM born
     WHERE last_k >= born_k
 ),

@@ -67,13 +67,20 @@ grid AS (
     FROM intervals
     WHERE k = 0
 ),
--- the level when each step starts: the last value of the intervals before it (small table)
-with_start AS (
+-- the level when each step starts: the last value of the intervals before it (small table):
+-- the largest of the earlier intervals' values keyed by their k (not last_value IGNORE NULLS,
+-- whose IGNORE NULLS a cluster loses with the plan's serialisation)
+keyed_start AS (
     SELECT *,
-           last_value(last_value) IGNORE NULLS
+           MAX(CASE WHEN last_value IS NOT NULL
+                    THEN lpad(CAST(k AS VARCHAR), 20, '0') || ':' || CAST(last_value AS VARCHAR) END)
                OVER (PARTITION BY source, pid, device, pool ORDER BY k
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS start_used
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS start_key
     FROM grid
+),
+with_start AS (
+    SELECT *, CAST(split_part(start_key, ':', 2) AS BIGINT) AS start_used
+    FROM keyed_start
 ),
 per_step AS (
     SELECT source, pid, device, step, origin, start_ts, end_ts, k, pool, points, start_used,

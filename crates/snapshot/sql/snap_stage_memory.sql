@@ -89,14 +89,22 @@ points AS (
     SELECT snapshot, device, time_us, ord, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), 1
     FROM boundaries
 ),
-walked AS (
+counted AS (
     SELECT *,
            SUM(is_boundary) OVER w AS piece,
-           last_value(active_bytes) IGNORE NULLS OVER w AS active_level,
-           last_value(reserved_bytes) IGNORE NULLS OVER w AS reserved_level
+           COUNT(active_bytes) OVER w AS active_filled,
+           COUNT(reserved_bytes) OVER w AS reserved_filled
     FROM points
     WINDOW w AS (PARTITION BY snapshot, device ORDER BY time_us, ord, seq
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+-- the last values at or before each row: the one value of its group of rows after the same
+-- number of values (not last_value IGNORE NULLS: a cluster loses IGNORE NULLS with the plan)
+walked AS (
+    SELECT *,
+           MAX(active_bytes) OVER (PARTITION BY snapshot, device, active_filled) AS active_level,
+           MAX(reserved_bytes) OVER (PARTITION BY snapshot, device, reserved_filled) AS reserved_level
+    FROM counted
 ),
 -- the levels before the first entry, for boundaries that come before it
 window_start AS (
