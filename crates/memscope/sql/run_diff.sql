@@ -72,51 +72,64 @@ sides AS (
     FROM checked c CROSS JOIN names n
     WHERE c.ok AND (capture(n.source) IN ($a, $b) OR n.source IN ($a, $b))
 ),
--- each side's memory rows, alignment points and launches, per device in time order
+-- each side's memory rows and op/kernel launches, per device in time order
 timeline AS (
     SELECT s.side, s.align, c.device, c.source, c.ts, c.row_idx, c.event, c.step, c.owner, c.owner_live_bytes,
-           false AS is_point, CAST(NULL AS VARCHAR) AS name, CAST(NULL AS VARCHAR) AS launch
+           CAST(NULL AS VARCHAR) AS launch
     -- the few sources first: the side a join holds in memory (the rows stream past it)
     FROM sides s JOIN curve c ON s.source = c.source
     WHERE c.ts IS NOT NULL
     UNION ALL
-    SELECT side, align, device, source, ts, row_idx, event, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT),
-           CASE align WHEN 'mark' THEN is_mark WHEN 'op' THEN is_op WHEN 'kernel' THEN is_kernel ELSE false END,
-           name, CASE WHEN is_op OR is_kernel THEN name END
-    FROM (
-        SELECT s.side, s.align, e.device, e.source, e.ts, e.row_idx, e.event,
-               COALESCE(NULLIF(trim(e.name), ''), '(unnamed)') AS name,
-               e.event = 'MSTX' AND e.event_type IN ('Mark', 'Range_start') AS is_mark,
-               e.event = 'OP_LAUNCH' AND e.event_type IN ('ATEN_START', 'ATB_START') AS is_op,
-               e.event = 'KERNEL_LAUNCH' AND e.event_type IN ('KERNEL_LAUNCH', 'KERNEL_START') AS is_kernel
-        FROM sides s JOIN events e ON s.source = e.source
-        WHERE e.ts IS NOT NULL AND e.event IN ('MSTX', 'OP_LAUNCH', 'KERNEL_LAUNCH')
-    ) AS l
-    WHERE is_op OR is_kernel OR (is_mark AND align = 'mark')
+    SELECT s.side, s.align, e.device, e.source, e.ts, e.row_idx, e.event, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR),
+           CAST(NULL AS BIGINT), COALESCE(NULLIF(trim(e.name), ''), '(unnamed)')
+    FROM sides s JOIN events e ON s.source = e.source
+    WHERE e.ts IS NOT NULL
+      AND ((e.event = 'OP_LAUNCH' AND e.event_type IN ('ATEN_START', 'ATB_START'))
+           OR (e.event = 'KERNEL_LAUNCH' AND e.event_type IN ('KERNEL_LAUNCH', 'KERNEL_START')))
 ),
+-- the alignment points of each side and device, numbered in time order (none for align step)
+points AS (
+    SELECT s.side, e.device, e.ts, e.source, e.row_idx, COALESCE(NULLIF(trim(e.name), ''), '(unnamed)') AS name,
+           ROW_NUMBER() OVER (PARTITION BY s.side, e.device ORDER BY e.ts, e.source, e.row_idx) AS pos
+    FROM sides s JOIN events e ON s.source = e.source
+    WHERE e.ts IS NOT NULL
+      AND CASE s.align
+            WHEN 'mark' THEN e.event = 'MSTX' AND e.event_type IN ('Mark', 'Range_start')
+            WHEN 'op' THEN e.event = 'OP_LAUNCH' AND e.event_type IN ('ATEN_START', 'ATB_START')
+            WHEN 'kernel' THEN e.event = 'KERNEL_LAUNCH' AND e.event_type IN ('KERNEL_LAUNCH', 'KERNEL_START')
+            ELSE false END
+),
+-- each memory row: the points at or before it (its position) and the launches before it
 counted AS (
     SELECT *,
-           SUM(CASE WHEN is_point THEN 1 ELSE 0 END) OVER w AS pos,
+           SUM(is_point) OVER w AS pos,
            COUNT(launch) OVER w AS launches
-    FROM timeline
-    WINDOW w AS (PARTITION BY side, device ORDER BY ts, source, row_idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    FROM (
+        SELECT side, align, device, source, ts, row_idx, event, step, owner, owner_live_bytes, launch, 0 AS is_point
+        FROM timeline
+        UNION ALL
+        SELECT side, CAST(NULL AS VARCHAR), device, source, ts, row_idx, 'POINT', CAST(NULL AS BIGINT),
+               CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), 1
+        FROM points
+    ) AS t
+    WINDOW w AS (PARTITION BY side, device ORDER BY ts, source, row_idx, is_point DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 -- the latest launch: the one launch of the rows after the same number of launches (not
 -- last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's serialisation)
 placed AS (
-    SELECT side, align, device, source, row_idx, event, step, owner, owner_live_bytes, is_point, name, pos,
+    SELECT side, align, device, source, row_idx, event, step, owner, owner_live_bytes, pos,
            COALESCE(MAX(launch) OVER (PARTITION BY side, device, launches), '(none)') AS kernel
     FROM counted
 ),
--- the two sides' point sequences of each device, aligned (nothing for align step)
+-- the two sides' point sequences of each device, aligned
 sequences AS (
     SELECT device,
            array_agg(name ORDER BY pos) FILTER (WHERE side = 'a') AS a_names,
            array_agg(name ORDER BY pos) FILTER (WHERE side = 'b') AS b_names
-    FROM placed WHERE is_point
+    FROM points
     GROUP BY device
 ),
--- where each side's position lands: its aligned point (0 before the first point)
+-- where each side's position lands: its aligned point
 landing AS (
     -- (grouped, so that every unnested column is read even where a query needs only some: an
     -- unnest whose outputs were pruned does not survive the plan's serialisation to a cluster)
@@ -144,89 +157,71 @@ aligned AS (
     FROM landing
     GROUP BY device, point
 ),
--- the rows placed on the unit they are compared in: the step (align step) or the point
-units AS (
-    SELECT p.*,
+-- the memory rows on the unit they are compared in (the step, or the point: 0 before the
+-- first), each MALLOC with its block; FREE rows count only towards the owners' peaks
+rows AS (
+    SELECT p.side, p.event, p.owner_live_bytes, p.kernel,
            CASE WHEN p.align = 'step' THEN p.step END AS u_step,
            CAST(CASE WHEN p.align <> 'step' THEN p.device END AS VARCHAR) AS u_device,
-           CASE WHEN p.align <> 'step' THEN COALESCE(l.point, 0) END AS u_point
+           CASE WHEN p.align <> 'step' THEN COALESCE(l.point, 0) END AS u_point,
+           CASE WHEN p.event = 'FREE' THEN p.owner
+                WHEN b.owner IS NOT NULL AND b.owner <> '' THEN b.owner WHEN b.stock THEN '(stock)' ELSE b.pool END AS owner,
+           CASE WHEN p.owner IS NOT NULL THEN p.owner_live_bytes END AS live,
+           b.stack_py, COALESCE(b.size, 0) AS size, b.held_at_end,
+           CASE WHEN p.event = 'MALLOC' THEN 1 ELSE 0 END AS n
     FROM placed p
     LEFT JOIN landing l ON p.align <> 'step' AND l.side = p.side AND l.device = p.device AND l.pos = p.pos
-    WHERE NOT p.is_point AND p.event IN ('MALLOC', 'FREE')
+    LEFT JOIN blocks b ON p.event = 'MALLOC' AND b.source = p.source AND b.alloc_row = p.row_idx
+    WHERE p.event IN ('MALLOC', 'FREE')
+      AND ((p.event = 'MALLOC' AND b.alloc_ts IS NOT NULL) OR (p.event = 'FREE' AND p.owner IS NOT NULL))
 ),
-owned AS (
-    SELECT u.side, u.u_step, u.u_device, u.u_point, u.kernel,
-           CASE WHEN b.owner IS NOT NULL AND b.owner <> '' THEN b.owner WHEN b.stock THEN '(stock)' ELSE b.pool END AS owner,
-           b.stack_py, COALESCE(b.size, 0) AS size, b.held_at_end
-    FROM units u
-    JOIN blocks b ON u.source = b.source AND u.row_idx = b.alloc_row
-    WHERE u.event = 'MALLOC' AND b.alloc_ts IS NOT NULL
-),
+-- every row once per dimension and once more for the whole run; every aligned point once
+-- more (present even where nothing is allocated)
 keyed AS (
-    SELECT side, u_step, u_device, u_point, size, held_at_end, 1 AS n, 'owner' AS dimension, owner AS key FROM owned
+    SELECT r.side, d.whole, d.dimension,
+           CASE WHEN d.whole THEN CAST(NULL AS BIGINT) ELSE r.u_step END AS u_step,
+           CASE WHEN d.whole THEN CAST(NULL AS VARCHAR) ELSE r.u_device END AS u_device,
+           CASE WHEN d.whole THEN CAST(NULL AS BIGINT) ELSE r.u_point END AS u_point,
+           CASE d.dimension WHEN 'owner' THEN r.owner
+                            WHEN 'category' THEN categorize(r.owner, user_frame(r.stack_py))
+                            WHEN 'user_frame' THEN COALESCE(user_frame(r.stack_py), '(no user frame)')
+                            WHEN 'kernel' THEN r.kernel
+                            ELSE '' END AS key,
+           r.size, r.n, r.n AS present, r.held_at_end,
+           CASE WHEN d.dimension = 'owner' THEN r.live END AS live
+    FROM rows r
+    CROSS JOIN (VALUES ('owner', false), ('category', false), ('user_frame', false), ('kernel', false), ('point', false),
+                       ('owner', true), ('category', true), ('user_frame', true), ('kernel', true)) AS d(dimension, whole)
+    WHERE (d.dimension = 'owner' OR r.event = 'MALLOC')
+      AND (d.whole OR r.u_step IS NOT NULL OR r.u_point IS NOT NULL)
+      AND (d.dimension <> 'point' OR r.u_point IS NOT NULL)
     UNION ALL
-    SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'category', categorize(owner, user_frame(stack_py)) FROM owned
-    UNION ALL
-    SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'user_frame', COALESCE(user_frame(stack_py), '(no user frame)') FROM owned
-    UNION ALL
-    SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'kernel', kernel FROM owned
-    UNION ALL
-    -- each point as a whole (named in the output; points where nothing is allocated are added there)
-    SELECT side, u_step, u_device, u_point, size, held_at_end, 1, 'point', '' FROM owned WHERE u_point IS NOT NULL
+    SELECT side, false, 'point', CAST(NULL AS BIGINT), device, point, '', 0, 0, 1, CAST(NULL AS BOOLEAN), CAST(NULL AS BIGINT)
+    FROM landing
 ),
-allocs AS (
-    SELECT side, dimension, key, u_step, u_device, u_point, SUM(size) AS alloc, SUM(n) AS blocks, CAST(NULL AS BIGINT) AS held_end,
-           false AS whole
-    FROM keyed WHERE u_step IS NOT NULL OR u_point IS NOT NULL
-    GROUP BY side, dimension, key, u_step, u_device, u_point
-    UNION ALL
-    SELECT side, dimension, key, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT), SUM(size), SUM(n),
-           COALESCE(SUM(size) FILTER (WHERE held_at_end), 0), true
-    FROM keyed WHERE dimension <> 'point'
-    GROUP BY side, dimension, key
-),
-peaks AS (
-    SELECT side, owner AS key, u_step, u_device, u_point, MAX(owner_live_bytes) AS peak, false AS whole
-    FROM units
-    WHERE owner IS NOT NULL AND (u_step IS NOT NULL OR u_point IS NOT NULL)
-    GROUP BY side, owner, u_step, u_device, u_point
-    UNION ALL
-    SELECT side, owner, CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT), MAX(owner_live_bytes), true
-    FROM units
-    WHERE owner IS NOT NULL
-    GROUP BY side, owner
-),
-per_side AS (
-    SELECT a.*, p.peak
-    FROM allocs a
-    LEFT JOIN peaks p ON a.dimension = 'owner' AND p.side = a.side AND p.key = a.key AND p.whole = a.whole
-                     AND (p.u_step IS NOT DISTINCT FROM a.u_step) AND (p.u_device IS NOT DISTINCT FROM a.u_device)
-                     AND (p.u_point IS NOT DISTINCT FROM a.u_point)
+-- both sides of each key and unit in one row
+paired AS (
+    SELECT dimension, key, whole, u_step AS step, u_device AS device, u_point AS point,
+           COALESCE(SUM(size) FILTER (WHERE side = 'a'), 0) AS a_alloc,
+           COALESCE(SUM(size) FILTER (WHERE side = 'b'), 0) AS b_alloc,
+           COALESCE(SUM(n) FILTER (WHERE side = 'a'), 0) AS a_blocks,
+           COALESCE(SUM(n) FILTER (WHERE side = 'b'), 0) AS b_blocks,
+           MAX(live) FILTER (WHERE side = 'a') AS a_live,
+           MAX(live) FILTER (WHERE side = 'b') AS b_live,
+           COALESCE(SUM(size) FILTER (WHERE side = 'a' AND held_at_end), 0) AS a_held,
+           COALESCE(SUM(size) FILTER (WHERE side = 'b' AND held_at_end), 0) AS b_held,
+           COALESCE(MAX(present) FILTER (WHERE side = 'a'), 0) > 0 AS in_a,
+           COALESCE(MAX(present) FILTER (WHERE side = 'b'), 0) > 0 AS in_b
+    FROM keyed
+    GROUP BY dimension, key, whole, u_step, u_device, u_point
+    HAVING MAX(present) > 0
 ),
 -- steps present on both sides (whole-run rows and points always compare)
-common_steps AS (
-    SELECT u_step FROM owned WHERE u_step IS NOT NULL GROUP BY u_step HAVING COUNT(DISTINCT side) = 2
-),
-paired AS (
-    SELECT COALESCE(x.dimension, y.dimension) AS dimension, COALESCE(x.key, y.key) AS key,
-           COALESCE(x.u_step, y.u_step) AS step, COALESCE(x.u_device, y.u_device) AS device,
-           COALESCE(x.u_point, y.u_point) AS point,
-           x.alloc AS a_alloc, y.alloc AS b_alloc, x.peak AS a_peak, y.peak AS b_peak,
-           x.held_end AS a_held_end, y.held_end AS b_held_end, x.blocks AS a_blocks, y.blocks AS b_blocks,
-           x.key IS NOT NULL AS in_a, y.key IS NOT NULL AS in_b
-    FROM (SELECT * FROM per_side WHERE side = 'a') x
-    FULL OUTER JOIN (SELECT * FROM per_side WHERE side = 'b') y
-      ON x.dimension = y.dimension AND x.key = y.key AND x.whole = y.whole
-     AND (x.u_step IS NOT DISTINCT FROM y.u_step) AND (x.u_device IS NOT DISTINCT FROM y.u_device)
-     AND (x.u_point IS NOT DISTINCT FROM y.u_point)
-),
--- the points where neither side allocates
-empty_points AS (
-    SELECT al.device, al.point, al.point_name, al.a_pos, al.b_pos
-    FROM aligned al
-    LEFT JOIN (SELECT DISTINCT device, point FROM paired WHERE dimension = 'point') q
-           ON q.device = al.device AND q.point = al.point
-    WHERE q.point IS NULL
+checked_steps AS (
+    SELECT *,
+           MAX(CASE WHEN in_a THEN 1 ELSE 0 END) OVER (PARTITION BY step) AS step_in_a,
+           MAX(CASE WHEN in_b THEN 1 ELSE 0 END) OVER (PARTITION BY step) AS step_in_b
+    FROM paired
 )
 SELECT p.dimension,
        CASE WHEN p.dimension <> 'point' THEN p.key WHEN p.point = 0 THEN '(before the first)' ELSE al.point_name END AS key,
@@ -234,22 +229,17 @@ SELECT p.dimension,
        CASE WHEN p.point = 0 THEN '(before the first)' ELSE al.point_name END AS point_name,
        CASE WHEN p.point = 0 THEN 0 ELSE al.a_pos END AS a_pos,
        CASE WHEN p.point = 0 THEN 0 ELSE al.b_pos END AS b_pos,
-       COALESCE(a_alloc, 0) AS a_alloc, COALESCE(b_alloc, 0) AS b_alloc,
-       COALESCE(b_alloc, 0) - COALESCE(a_alloc, 0) AS alloc_change,
-       a_peak, b_peak, b_peak - a_peak AS peak_change,
-       a_held_end, b_held_end, b_held_end - a_held_end AS held_change,
-       COALESCE(a_blocks, 0) AS a_blocks, COALESCE(b_blocks, 0) AS b_blocks,
+       a_alloc, b_alloc, b_alloc - a_alloc AS alloc_change,
+       CASE WHEN in_a THEN a_live END AS a_peak, CASE WHEN in_b THEN b_live END AS b_peak,
+       CASE WHEN in_a AND in_b THEN b_live - a_live END AS peak_change,
+       CASE WHEN whole AND in_a THEN a_held END AS a_held_end,
+       CASE WHEN whole AND in_b THEN b_held END AS b_held_end,
+       CASE WHEN whole AND in_a AND in_b THEN b_held - a_held END AS held_change,
+       a_blocks, b_blocks,
        CASE WHEN NOT in_b THEN 'only_a' WHEN NOT in_a THEN 'only_b'
-            WHEN a_alloc = b_alloc AND (a_peak IS NOT DISTINCT FROM b_peak)
-                 AND (a_held_end IS NOT DISTINCT FROM b_held_end) AND a_blocks = b_blocks THEN 'same'
+            WHEN a_alloc = b_alloc AND (a_live IS NOT DISTINCT FROM b_live) AND (NOT whole OR a_held = b_held)
+                 AND a_blocks = b_blocks THEN 'same'
             ELSE 'changed' END AS status
-FROM paired p
+FROM checked_steps p
 LEFT JOIN aligned al ON al.device = p.device AND al.point = p.point
-LEFT JOIN common_steps cs ON cs.u_step = p.step
-WHERE p.step IS NULL OR cs.u_step IS NOT NULL
-UNION ALL
-SELECT 'point', point_name AS key, CAST(NULL AS BIGINT), device, point, point_name, a_pos, b_pos,
-       0, 0, 0, CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT),
-       CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), 0, 0,
-       CASE WHEN b_pos IS NULL THEN 'only_a' WHEN a_pos IS NULL THEN 'only_b' ELSE 'same' END
-FROM empty_points
+WHERE p.step IS NULL OR (p.step_in_a = 1 AND p.step_in_b = 1)
