@@ -195,6 +195,16 @@ pub async fn rows(engine: &Engine, sql: &str) -> Vec<Vec<String>> {
 }
 
 /// A single integer result.
+/// The error text of a query that must fail; empty when it succeeds.
+pub async fn query_error(engine: &Engine, sql: &str) -> String {
+    engine
+        .query(sql)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
 pub async fn int(engine: &Engine, sql: &str) -> i64 {
     let r = rows(engine, sql).await;
     r[0][0]

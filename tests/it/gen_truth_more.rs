@@ -469,11 +469,17 @@ async fn pair_sides(t: &PairTruth, engine: &memq_engine::Engine) -> (String, Str
     (a, b)
 }
 
-#[tokio::test]
-async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
+/// The two-run fixture's truth, an engine on it and the captures of runs A and B.
+async fn pair_engine() -> (&'static PairTruth, memq_engine::Engine, String, String) {
     let (t, ds) = pair().await;
     let engine = engine(ds).await;
     let (a, b) = pair_sides(t, &engine).await;
+    (t, engine, a, b)
+}
+
+#[tokio::test]
+async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
+    let (t, engine, a, b) = pair_engine().await;
     let diff = query(
         &engine,
         &format!(
@@ -543,9 +549,7 @@ async fn run_diff_finds_run_bs_extra_owner_and_every_other_difference() {
 
 #[tokio::test]
 async fn run_diff_aligned_on_ops_puts_bs_extra_op_alone_and_pairs_every_other_op() {
-    let (t, ds) = pair().await;
-    let engine = engine(ds).await;
-    let (a, b) = pair_sides(t, &engine).await;
+    let (t, engine, a, b) = pair_engine().await;
     let rows = query(
         &engine,
         &format!(
@@ -641,9 +645,7 @@ async fn run_diff_aligned_on_ops_puts_bs_extra_op_alone_and_pairs_every_other_op
 
 #[tokio::test]
 async fn run_diff_aligned_on_marks_or_kernels_pairs_them_all_and_places_the_extra_bytes() {
-    let (t, ds) = pair().await;
-    let engine = engine(ds).await;
-    let (a, b) = pair_sides(t, &engine).await;
+    let (t, engine, a, b) = pair_engine().await;
     // both runs mark the same moments and launch the same kernels (the extra op launches
     // none): every mark and every kernel pairs with its twin
     for align in ["mark", "kernel"] {
@@ -676,12 +678,11 @@ async fn run_diff_aligned_on_marks_or_kernels_pairs_them_all_and_places_the_extr
         assert_eq!(total, o.b.as_ref().unwrap().alloc_bytes as i64, "{align}");
     }
     // a bad alignment name is refused, naming the ones there are
-    let err = engine
-        .query(&format!("SELECT * FROM run_diff('{a}', '{b}', 'steps')"))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = crate::common::query_error(
+        &engine,
+        &format!("SELECT * FROM run_diff('{a}', '{b}', 'steps')"),
+    )
+    .await;
     assert!(
         err.contains("align `steps` is not one of step, mark, op, kernel"),
         "{err}"

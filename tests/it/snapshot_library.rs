@@ -697,13 +697,11 @@ async fn state_at_replays_back_to_the_timeline() {
     assert_eq!(i(&r, "n"), 2);
     // a device the snapshot does not have is an error naming the devices it has (issue 11,
     // finding 5), not an empty answer
-    let err = d
-        .engine
-        .query(&format!("SELECT COUNT(*) AS n FROM state_at(0, '{A}', 1)"))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = crate::common::query_error(
+        &d.engine,
+        &format!("SELECT COUNT(*) AS n FROM state_at(0, '{A}', 1)"),
+    )
+    .await;
     assert!(
         err.contains(&format!("unknown device 1 (devices of {A}: 0)")),
         "{err}"

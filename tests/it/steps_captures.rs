@@ -440,21 +440,19 @@ async fn run_diff_names_the_one_owner_that_changed_between_two_runs() {
     }
     assert!(changed.iter().filter(|r| !r["step"].is_null()).count() >= 3);
     // an unknown side names the captures there are; two equal sides are refused by the SQL
-    let err = engine
-        .query(&format!("SELECT * FROM run_diff('nope', '{}')", name(1)))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = crate::common::query_error(
+        &engine,
+        &format!("SELECT * FROM run_diff('nope', '{}')", name(1)),
+    )
+    .await;
     assert!(
         err.contains("unknown capture 'nope'") && err.contains(&name(0)),
         "{err}"
     );
-    let err = engine
-        .query(&format!("SELECT * FROM run_diff('{0}', '{0}')", name(0)))
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = crate::common::query_error(
+        &engine,
+        &format!("SELECT * FROM run_diff('{0}', '{0}')", name(0)),
+    )
+    .await;
     assert!(err.contains("must name two different captures"), "{err}");
 }

@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Builder, ListArray, ListBuilder, StringArray,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Builder, ListArray, ListBuilder};
 use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::{exec_err, Result as DfResult};
+use memq_core::function::strings;
 use similar::{capture_diff_slices_deadline, Algorithm, DiffTag};
 
 /// Time one alignment may take before the diff stops looking for the shortest edit script
@@ -48,9 +47,10 @@ fn names(list: &ListArray, i: usize) -> DfResult<Vec<Option<String>>> {
     if list.is_null(i) {
         return Ok(Vec::new());
     }
-    let values = datafusion::arrow::compute::cast(&list.value(i), &DataType::Utf8)?;
-    let values: &StringArray = values.as_string::<i32>();
-    Ok(values.iter().map(|v| v.map(str::to_string)).collect())
+    Ok(strings(&list.value(i))?
+        .iter()
+        .map(|v| v.map(str::to_string))
+        .collect())
 }
 
 /// The SQL body, per row of two list arguments: the 1-based ordinal of the aligned point of
