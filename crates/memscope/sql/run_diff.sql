@@ -164,8 +164,9 @@ rows AS (
            CASE WHEN p.align = 'step' THEN p.step END AS u_step,
            CAST(CASE WHEN p.align <> 'step' THEN p.device END AS VARCHAR) AS u_device,
            CASE WHEN p.align <> 'step' THEN COALESCE(l.point, 0) END AS u_point,
-           -- (curve names a row's owner as the analyses do: the MALLOC's owner, (stock), or the pool)
-           p.owner, p.owner_live_bytes AS live,
+           CASE WHEN p.event = 'FREE' THEN p.owner
+                WHEN b.owner IS NOT NULL AND b.owner <> '' THEN b.owner WHEN b.stock THEN '(stock)' ELSE b.pool END AS owner,
+           CASE WHEN p.owner IS NOT NULL THEN p.owner_live_bytes END AS live,
            b.stack_py, COALESCE(b.size, 0) AS size, b.held_at_end,
            CASE WHEN p.event = 'MALLOC' THEN 1 ELSE 0 END AS n
     FROM placed p
