@@ -4,7 +4,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_core::JobId;
+use ballista_executor::execution_engine::{
+    DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
+};
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
 use memq_core::error::{MemqError, Result};
 use memq_core::format::Catalog;
 
@@ -74,6 +80,34 @@ fn registry(catalog: &Catalog) -> BallistaFunctionRegistry {
     registry
 }
 
+/// Ballista's execution engine, each stage checked first ([`crate::stage_check::check_stage`]).
+/// (Ballista's pool of shuffle clients is private to its crate: each fetch connects anew.)
+struct MemqEngine(DefaultExecutionEngine);
+
+impl ExecutionEngine for MemqEngine {
+    fn create_query_stage_exec(
+        &self,
+        job_id: JobId,
+        stage_id: usize,
+        task_id: usize,
+        global_output_partition_ids: Vec<usize>,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+        config: &SessionConfig,
+    ) -> datafusion::error::Result<Arc<dyn QueryStageExecutor>> {
+        let plan = crate::stage_check::check_stage(plan)?;
+        self.0.create_query_stage_exec(
+            job_id,
+            stage_id,
+            task_id,
+            global_output_partition_ids,
+            plan,
+            work_dir,
+            config,
+        )
+    }
+}
+
 /// Runs a Ballista executor that registers with the scheduler `opts.scheduler` and runs its
 /// tasks, with every memq function in its registry (physical plans naming them decode). Says
 /// `memq cluster executor ID connected to df://HOST:PORT` on stderr, then runs until SIGINT or
@@ -97,6 +131,7 @@ pub async fn run_executor(opts: ExecutorOptions, catalog: Catalog) -> Result<()>
         memory_pool_size: opts.memory_limit,
         print_thread_info: false,
         override_function_registry: Some(Arc::new(registry(&catalog))),
+        override_execution_engine: Some(Arc::new(MemqEngine(DefaultExecutionEngine::new()))),
         ..Default::default()
     };
     if let Some(dir) = &opts.work_dir {

@@ -16,6 +16,8 @@
 mod client;
 mod executor;
 mod scheduler;
+mod stage_check;
+mod union_inputs;
 
 pub use client::connect;
 pub use executor::{run_executor, ExecutorOptions};

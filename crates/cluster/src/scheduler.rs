@@ -6,12 +6,14 @@ use std::sync::Arc;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use memq_core::error::{MemqError, Result};
 use memq_core::format::Catalog;
 
+use crate::union_inputs::ShuffleWholeUnionInputs;
 use crate::{ballista_error, shutdown_signal};
 
 /// The host to print for a bound address: the machine's name for a wildcard address.
@@ -50,7 +52,10 @@ pub async fn run_scheduler(bind: SocketAddr, catalog: Catalog) -> Result<()> {
         .map_err(|e| MemqError::Query(format!("memq cluster scheduler: {e}")))?;
     let functions = memq_engine::functions::cluster_udfs(&catalog);
     let session_builder = Arc::new(move |config: SessionConfig| {
-        let mut state = ballista_core::utils::default_session_builder(config)?;
+        let state = ballista_core::utils::default_session_builder(config)?;
+        let mut state = SessionStateBuilder::new_from_existing(state)
+            .with_physical_optimizer_rule(Arc::new(ShuffleWholeUnionInputs))
+            .build();
         for f in &functions {
             state.register_udf(f.clone())?;
         }

@@ -11,7 +11,8 @@
 --   stack         one per distinct allocation stack of live blocks (key = its user path, else its
 --                 call path; '(no stack)' for blocks allocated before recording);
 --   user_frame    one per first user frame of live blocks.
--- rank orders each kind by the size of the change (|diff_bytes|, then |diff_count|).
+-- rank orders each kind by the size of the change (|diff_bytes|, then |diff_count|; ties by key
+-- and stack ids, so that the order is the same on every run).
 -- status says whether a stack, user frame or segment size is only in a, only in b, changed or
 -- the same: `WHERE kind = 'stack' AND status = 'only_b'` lists what the later snapshot added.
 -- The reference's compare matches segments by address and reports the positional database as the
@@ -132,7 +133,7 @@ changes AS (
     FROM diffs
 )
 SELECT $a AS snapshot_a, $b AS snapshot_b, kind,
-       ROW_NUMBER() OVER (PARTITION BY kind ORDER BY bytes_change DESC, count_change DESC, key) AS rank,
+       ROW_NUMBER() OVER (PARTITION BY kind ORDER BY bytes_change DESC, count_change DESC, key, stack_id_a, stack_id_b) AS rank,
        key, user_frame, stack_id_a, stack_id_b,
        a_count, b_count, diff_count, a_bytes, b_bytes, diff_bytes,
        CASE WHEN COALESCE(diff_bytes, diff_count) > 0 THEN '+'

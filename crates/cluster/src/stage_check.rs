@@ -1,0 +1,145 @@
+//! The executor's check of each stage before it runs: the orderings and partitionings its
+//! operators rely on must hold in the plan the executor decoded.
+//!
+//! The scheduler plans the whole query in one process, then cuts it into stages at its
+//! repartitions; each stage's input from another stage is a shuffle reader, which delivers the
+//! upstream stage's partitions but keeps no row order. Two kinds of operators lose what they
+//! need on the way:
+//! - an operator that requires sorted input and got it, in the scheduler's plan, from an
+//!   order-preserving repartition (a sort-merge join, a merge of sorted partitions): the
+//!   shuffle reader that replaces the repartition does not keep the order;
+//! - a window partitioned by a column DataFusion knows to be constant (an equality filter such
+//!   as `pool = 'PTA'`): the sort under the window leaves that column out, and the stage that
+//!   decodes the window, with the filter in an earlier stage, no longer knows it is constant
+//!   ("All partition by columns should have an ordering").
+//!
+//! [`check_stage`] sorts again where an order is missing (a sort within each partition: the
+//! rows of a partition are the same, only their order is restored) and refuses a stage whose
+//! input partitioning cannot give an operator the rows it needs together: a wrong answer is
+//! worse than an error.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::physical_expr::{
+    LexOrdering, OrderingRequirements, PartitioningSatisfaction, PhysicalSortExpr,
+};
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::windows::{
+    get_ordered_partition_by_indices, BoundedWindowAggExec, WindowAggExec, WindowExpr,
+};
+use datafusion::physical_plan::{
+    displayable, replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
+    InputOrderMode,
+};
+
+/// `plan` with a sort put back wherever an operator needs an order its input does not have;
+/// an error when an operator's input is not partitioned as it requires.
+pub fn check_stage(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| {
+        check_distribution(node.as_ref())?;
+        let children = node.children();
+        let mut sorted = Vec::with_capacity(children.len());
+        let mut changed = false;
+        let wanted = wanted_orderings(node.as_ref())?;
+        for (child, want) in children.into_iter().zip(wanted) {
+            match want {
+                Some(ordering) if !satisfied(child, &ordering)? => {
+                    changed = true;
+                    sorted.push(Arc::new(
+                        SortExec::new(ordering, Arc::clone(child)).with_preserve_partitioning(true),
+                    ) as Arc<dyn ExecutionPlan>);
+                }
+                _ => sorted.push(Arc::clone(child)),
+            }
+        }
+        if changed {
+            Ok(Transformed::yes(replace_children_if_necessary(
+                node, sorted,
+            )?))
+        } else {
+            Ok(Transformed::no(node))
+        }
+    })
+    .map(|t| t.data)
+}
+
+/// The order each child of `node` must have: for a window that runs on sorted partitions but
+/// whose input is not ordered on every PARTITION BY key, those keys then its ORDER BY keys;
+/// otherwise the node's hard ordering requirements.
+fn wanted_orderings(node: &dyn ExecutionPlan) -> Result<Vec<Option<LexOrdering>>> {
+    let window = if let Some(w) = node.downcast_ref::<WindowAggExec>() {
+        window_ordering(w.window_expr(), w.input())?
+    } else if let Some(w) = node.downcast_ref::<BoundedWindowAggExec>() {
+        match w.input_order_mode {
+            InputOrderMode::Sorted => window_ordering(w.window_expr(), w.input())?,
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if window.is_some() {
+        return Ok(vec![window]);
+    }
+    Ok(node
+        .required_input_ordering()
+        .into_iter()
+        .map(|r| match r {
+            Some(OrderingRequirements::Hard(mut alternatives)) if !alternatives.is_empty() => {
+                Some(LexOrdering::from(alternatives.swap_remove(0)))
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// For a window whose input is not ordered on all its PARTITION BY keys: those keys, then its
+/// ORDER BY keys. `None` when the input's order already serves the window.
+fn window_ordering(
+    exprs: &[Arc<dyn WindowExpr>],
+    input: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<LexOrdering>> {
+    let Some(w) = exprs.first() else {
+        return Ok(None);
+    };
+    let keys = w.partition_by();
+    if get_ordered_partition_by_indices(keys, input)?.len() == keys.len() {
+        return Ok(None);
+    }
+    let mut sort: Vec<PhysicalSortExpr> = keys
+        .iter()
+        .map(|e| PhysicalSortExpr::new_default(Arc::clone(e)))
+        .collect();
+    sort.extend(w.order_by().iter().cloned());
+    Ok(LexOrdering::new(sort))
+}
+
+/// Whether `plan`'s output already has `ordering` (within each partition).
+fn satisfied(plan: &Arc<dyn ExecutionPlan>, ordering: &LexOrdering) -> Result<bool> {
+    plan.equivalence_properties()
+        .ordering_satisfy(ordering.iter().cloned())
+}
+
+/// An error when a child of `node` is not partitioned as `node` requires (rows that must meet
+/// would be in different tasks).
+fn check_distribution(node: &dyn ExecutionPlan) -> Result<()> {
+    for (child, required) in node
+        .children()
+        .into_iter()
+        .zip(node.input_distribution_requirements().into_per_child())
+    {
+        let given = child.output_partitioning();
+        let fit = given.satisfaction(&required, child.equivalence_properties(), true);
+        if fit == PartitioningSatisfaction::NotSatisfied {
+            return Err(DataFusionError::Execution(format!(
+                "memq cluster: a stage's {} needs its input distributed as {required}, but the \
+                 input is partitioned as {given}; refusing to run it (its rows would be wrong). \
+                 The stage:\n{}",
+                node.name(),
+                displayable(node).indent(true)
+            )));
+        }
+    }
+    Ok(())
+}
