@@ -143,3 +143,96 @@ fn check_distribution(node: &dyn ExecutionPlan) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::execution::TaskContext;
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
+    use datafusion::physical_plan::repartition::RepartitionExec;
+    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+    use datafusion::physical_plan::{collect, Partitioning};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, false)]))
+    }
+
+    /// Two partitions of unsorted values, as a shuffle reader delivers them.
+    fn unsorted() -> Arc<dyn ExecutionPlan> {
+        let batch = |v: Vec<i64>| {
+            RecordBatch::try_new(schema(), vec![Arc::new(Int64Array::from(v))]).unwrap()
+        };
+        MemorySourceConfig::try_new_exec(
+            &[vec![batch(vec![5, 1, 3])], vec![batch(vec![4, 2, 6])]],
+            schema(),
+            None,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_merge_of_sorted_partitions_gets_its_inputs_sorted_again() {
+        let ordering = LexOrdering::new(vec![PhysicalSortExpr::new_default(
+            col("a", &schema()).unwrap(),
+        )])
+        .unwrap();
+        let merge: Arc<dyn ExecutionPlan> =
+            Arc::new(SortPreservingMergeExec::new(ordering, unsorted()));
+        let checked = check_stage(merge).unwrap();
+        assert!(displayable(checked.as_ref())
+            .indent(true)
+            .to_string()
+            .contains("SortExec: expr=[a@0 ASC], preserve_partitioning=[true]"));
+        let rows = collect(checked, Arc::new(TaskContext::default()))
+            .await
+            .unwrap();
+        let values: Vec<i64> = rows
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(values, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    fn final_grouping(input: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        let group = PhysicalGroupBy::new_single(vec![(col("a", &schema()).unwrap(), "a".into())]);
+        Arc::new(
+            AggregateExec::try_new(
+                AggregateMode::FinalPartitioned,
+                group,
+                vec![],
+                vec![],
+                input,
+                schema(),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_grouping_whose_input_is_not_partitioned_by_its_keys_is_refused() {
+        let err = check_stage(final_grouping(unsorted()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("refusing to run it"), "{err}");
+        assert!(err.contains("AggregateExec"), "{err}");
+        let hashed: Arc<dyn ExecutionPlan> = Arc::new(
+            RepartitionExec::try_new(
+                unsorted(),
+                Partitioning::Hash(vec![col("a", &schema()).unwrap()], 2),
+            )
+            .unwrap(),
+        );
+        assert!(check_stage(final_grouping(hashed)).is_ok());
+    }
+}

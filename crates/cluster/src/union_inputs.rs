@@ -140,3 +140,54 @@ fn hash_keys(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<dyn PhysicalExpr>> {
     }
     keys
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+    use datafusion::common::JoinType;
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::physical_plan::displayable;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, false)]))
+    }
+
+    fn scan(partitions: usize) -> Arc<dyn ExecutionPlan> {
+        MemorySourceConfig::try_new_exec(&vec![vec![]; partitions], schema(), None).unwrap()
+    }
+
+    fn shuffled(plan: Arc<dyn ExecutionPlan>) -> Vec<bool> {
+        let plan = ShuffleWholeUnionInputs
+            .optimize(plan, &ConfigOptions::default())
+            .unwrap();
+        plan.children()
+            .iter()
+            .map(|c| c.is::<RepartitionExec>())
+            .collect()
+    }
+
+    #[test]
+    fn a_union_input_read_whole_is_shuffled_and_a_narrowable_one_is_not() {
+        let whole: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(scan(2)));
+        let union = UnionExec::try_new(vec![whole, scan(2)]).unwrap();
+        assert_eq!(shuffled(union), vec![true, false]);
+    }
+
+    #[test]
+    fn a_nested_loop_join_with_one_side_read_whole_is_shuffled_whichever_side_it_is() {
+        let whole = || Arc::new(CoalescePartitionsExec::new(scan(2))) as Arc<dyn ExecutionPlan>;
+        let join = |left, right| -> Arc<dyn ExecutionPlan> {
+            Arc::new(
+                NestedLoopJoinExec::try_new(left, right, None, &JoinType::Inner, None).unwrap(),
+            )
+        };
+        for (left, right) in [(whole(), scan(1)), (scan(1), whole())] {
+            // Beside it, a join of two narrowable sides.
+            let union =
+                UnionExec::try_new(vec![join(left, right), join(scan(1), scan(2))]).unwrap();
+            let text = displayable(union.as_ref()).indent(true).to_string();
+            assert_eq!(shuffled(union), vec![true, false], "{text}");
+        }
+    }
+}
