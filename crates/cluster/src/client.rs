@@ -43,8 +43,9 @@ pub async fn connect(url: &str, state: SessionState) -> Result<SessionContext> {
         .with_query_planner(planner)
         .build();
     // Ballista's static planner: its adaptive planner (the default) gives some analyses'
-    // windows input partitioned on other keys than theirs (docs/scale-out.md, Status). A
-    // session may still `SET ballista.planner.adaptive.enabled = true`.
+    // windows input partitioned on other keys than theirs (docs/scale-out.md, "How memq makes
+    // Ballista 55 give the local answers"). A session may still
+    // `SET ballista.planner.adaptive.enabled = true`.
     state
         .config_mut()
         .options_mut()

@@ -4,7 +4,11 @@
 //!
 //! - [`run_scheduler`]: the scheduler, in process; its sessions decode logical plans that name
 //!   memq's functions.
-//! - [`run_executor`]: an executor, in process; it decodes physical plans that name them.
+//! - [`run_executor`]: an executor, in process; it decodes physical plans that name them, and
+//!   checks each stage before it runs it ([`stage_check`]: orders a shuffle lost are restored,
+//!   a stage partitioned on other keys than an operator needs is refused).
+//! - The scheduler's sessions add one physical rule ([`union_inputs`]): UNION inputs every task
+//!   would read whole get a stage of their own.
 //! - [`connect`]: the client: the engine's session upgraded for Ballista. Before a plan goes to
 //!   the scheduler, the calls of checked table functions are inlined
 //!   ([`memq_engine::calls::inline_checked_calls`]) and scans of small in-memory results
