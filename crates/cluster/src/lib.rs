@@ -27,6 +27,10 @@ pub use client::connect;
 pub use executor::{run_executor, ExecutorOptions};
 pub use scheduler::run_scheduler;
 
+use std::sync::Arc;
+
+use datafusion::common::tree_node::Transformed;
+use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
 use memq_core::error::{MemqError, Result};
 
 /// The scheduler's port when a `df://` URL names none (Ballista's default).
@@ -203,5 +207,34 @@ mod tests {
         assert!(SchedulerUrl::parse("http://x:1").is_err());
         assert!(SchedulerUrl::parse("df://x:notaport").is_err());
         assert!(SchedulerUrl::parse("df://").is_err());
+    }
+}
+
+/// `node` with each child for which `wrap` returns a new plan replaced by it (the plan rules of
+/// [`stage_check`] and [`union_inputs`] put an operator above some children of a node).
+pub(crate) fn wrap_children(
+    node: Arc<dyn ExecutionPlan>,
+    mut wrap: impl FnMut(
+        usize,
+        &Arc<dyn ExecutionPlan>,
+    ) -> datafusion::error::Result<Option<Arc<dyn ExecutionPlan>>>,
+) -> datafusion::error::Result<Transformed<Arc<dyn ExecutionPlan>>> {
+    let mut changed = false;
+    let mut children = Vec::new();
+    for (i, child) in node.children().into_iter().enumerate() {
+        match wrap(i, child)? {
+            Some(wrapped) => {
+                changed = true;
+                children.push(wrapped);
+            }
+            None => children.push(Arc::clone(child)),
+        }
+    }
+    if changed {
+        Ok(Transformed::yes(replace_children_if_necessary(
+            node, children,
+        )?))
+    } else {
+        Ok(Transformed::no(node))
     }
 }

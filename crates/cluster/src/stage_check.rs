@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::{
     LexOrdering, OrderingRequirements, PartitioningSatisfaction, PhysicalSortExpr,
@@ -30,8 +30,7 @@ use datafusion::physical_plan::windows::{
     get_ordered_partition_by_indices, BoundedWindowAggExec, WindowAggExec, WindowExpr,
 };
 use datafusion::physical_plan::{
-    displayable, replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties,
-    InputOrderMode,
+    displayable, ExecutionPlan, ExecutionPlanProperties, InputOrderMode,
 };
 
 /// `plan` with a sort put back wherever an operator needs an order its input does not have;
@@ -39,28 +38,14 @@ use datafusion::physical_plan::{
 pub fn check_stage(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     plan.transform_up(|node| {
         check_distribution(node.as_ref())?;
-        let children = node.children();
-        let mut sorted = Vec::with_capacity(children.len());
-        let mut changed = false;
         let wanted = wanted_orderings(node.as_ref())?;
-        for (child, want) in children.into_iter().zip(wanted) {
-            match want {
-                Some(ordering) if !satisfied(child, &ordering)? => {
-                    changed = true;
-                    sorted.push(Arc::new(
-                        SortExec::new(ordering, Arc::clone(child)).with_preserve_partitioning(true),
-                    ) as Arc<dyn ExecutionPlan>);
-                }
-                _ => sorted.push(Arc::clone(child)),
-            }
-        }
-        if changed {
-            Ok(Transformed::yes(replace_children_if_necessary(
-                node, sorted,
-            )?))
-        } else {
-            Ok(Transformed::no(node))
-        }
+        crate::wrap_children(node, |i, child| match wanted.get(i) {
+            Some(Some(ordering)) if !satisfied(child, ordering)? => Ok(Some(Arc::new(
+                SortExec::new(ordering.clone(), Arc::clone(child)).with_preserve_partitioning(true),
+            )
+                as Arc<dyn ExecutionPlan>)),
+            _ => Ok(None),
+        })
     })
     .map(|t| t.data)
 }

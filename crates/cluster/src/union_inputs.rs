@@ -32,7 +32,7 @@ use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::union::UnionExec;
-use datafusion::physical_plan::{replace_children_if_necessary, ExecutionPlan};
+use datafusion::physical_plan::ExecutionPlan;
 
 /// See the [module docs](self).
 #[derive(Debug, Default)]
@@ -49,27 +49,20 @@ impl PhysicalOptimizerRule for ShuffleWholeUnionInputs {
             if !node.is::<UnionExec>() {
                 return Ok(Transformed::no(node));
             }
-            let mut changed = false;
-            let mut inputs = Vec::new();
-            for child in node.children() {
-                let keys = hash_keys(child);
-                if read_whole(child) && !keys.is_empty() {
-                    changed = true;
-                    inputs.push(Arc::new(RepartitionExec::try_new(
-                        Arc::clone(child),
-                        Partitioning::Hash(keys, partitions),
-                    )?) as Arc<dyn ExecutionPlan>);
-                } else {
-                    inputs.push(Arc::clone(child));
+            crate::wrap_children(node, |_, child| {
+                if !read_whole(child) {
+                    return Ok(None);
                 }
-            }
-            if changed {
-                Ok(Transformed::yes(replace_children_if_necessary(
-                    node, inputs,
-                )?))
-            } else {
-                Ok(Transformed::no(node))
-            }
+                let keys = hash_keys(child);
+                if keys.is_empty() {
+                    return Ok(None);
+                }
+                let shuffle = RepartitionExec::try_new(
+                    Arc::clone(child),
+                    Partitioning::Hash(keys, partitions),
+                )?;
+                Ok(Some(Arc::new(shuffle) as Arc<dyn ExecutionPlan>))
+            })
         })
         .map(|t| t.data)
     }
