@@ -1,7 +1,7 @@
 //! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
-//! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql: the views memq ran per query before they were computed at
-//! ingest), on every kind of
+//! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
+//! ingest; curve_buckets.sql against the buckets folded from curve_tiles), on every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
 
@@ -33,7 +33,11 @@ async fn register_oracle(engine: &memq_engine::Engine) {
             .replace(from, to)
             .replace("$pool", "CAST(NULL AS VARCHAR)")
     };
+    // n = 7 and 240 divide 20160: folded from curve_tiles; 13 does not: read from the rows
     let curve_buckets = args("curve_buckets.sql", "$n", "7");
+    let curve_buckets_240 = args("curve_buckets.sql", "$n", "240");
+    let curve_buckets_13 = args("curve_buckets.sql", "$n", "13");
+    let peaks = std::fs::read_to_string(dir.join("peaks.sql")).unwrap();
     let trend = args("trend.sql", "$buckets", "7");
     let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
     let expansions = std::fs::read_to_string(dir.join("pool_expansions.sql")).unwrap();
@@ -41,6 +45,9 @@ async fn register_oracle(engine: &memq_engine::Engine) {
         ("oracle_pool_expansions", expansions),
         ("oracle_event_counts", counts),
         ("oracle_curve_buckets", curve_buckets),
+        ("oracle_curve_buckets_240", curve_buckets_240),
+        ("oracle_curve_buckets_13", curve_buckets_13),
+        ("oracle_peaks", peaks),
         ("oracle_trend", trend),
         ("oracle_fragmentation", fragmentation),
         ("oracle_block_fates", fates),
@@ -75,6 +82,7 @@ async fn check(input: PathBuf) -> Vec<String> {
     let curve_cols = "source, pid, device, pool, ts, ts_raw, row_idx, id, event, size, used, total, process_used, device_used, live_bytes";
     let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
     let count_cols = "source, pid, device, event, event_type, rows, first_ts, last_ts, first_ts_raw, last_ts_raw, owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, device_used_rows, size_bytes";
+    let peak_cols = "source, pid, device, pool, metric, peak_bytes, peak_ts, peak_ts_raw, peak_event, peak_id, points";
     let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
@@ -96,6 +104,12 @@ async fn check(input: PathBuf) -> Vec<String> {
     for (a, b, cols) in [
         ("curve_buckets(7)", "oracle_curve_buckets", bucket_cols),
         ("oracle_curve_buckets", "curve_buckets(7)", bucket_cols),
+        ("curve_buckets(240)", "oracle_curve_buckets_240", bucket_cols),
+        ("oracle_curve_buckets_240", "curve_buckets(240)", bucket_cols),
+        ("curve_buckets(13)", "oracle_curve_buckets_13", bucket_cols),
+        ("oracle_curve_buckets_13", "curve_buckets(13)", bucket_cols),
+        ("peaks", "oracle_peaks", peak_cols),
+        ("oracle_peaks", "peaks", peak_cols),
         ("trend(7)", "oracle_trend", trend_cols),
         ("oracle_trend", "trend(7)", trend_cols),
         ("pool_expansions", "oracle_pool_expansions", expansion_cols),

@@ -41,8 +41,9 @@ pub const MANIFEST: &str = "manifest.json";
 /// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest); 3: `steps.step_k`;
 /// 4: files laid out by rank (`TABLE/rank=R/NNNN.parquet`), `sources.rank/node/device/pid`,
 /// `oom.nth` (was `oom.rank`); 5: table `event_counts` (read by `stats` and `capabilities`);
-/// 6: table `expansions` (read by `pool_expansions`).
-pub const SCHEMA_VERSION: u32 = 6;
+/// 6: table `expansions` (read by `pool_expansions`); 7: tables `curve_tiles` and `curve_peaks`
+/// (read by `curve_buckets` and `peaks`).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The column every table but `sources` has: the rank of the job its source belongs to
 /// (docs/scale-out.md). It is not stored in the files: each table's files are laid out by it,

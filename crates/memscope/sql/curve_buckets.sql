@@ -38,8 +38,39 @@ ranges AS (
     GROUP BY source, pid, device, pool
 ),
 -- Every row in its bucket, folded once for all five metrics (a metric's points are its
--- valid values, >= 0).
+-- valid values, >= 0): from the tiles when n divides 20160, else from the rows.
 per_bucket AS (
+    SELECT source, pid, device, pool, tile / GREATEST(20160 / $n, 1) AS bucket,
+           MIN(t_min) AS t_min, MAX(t_max) AS t_max,
+           SUM(used_points) AS used_points,
+           FIRST_VALUE(used_first ORDER BY tile) FILTER (WHERE used_points > 0) AS used_first,
+           LAST_VALUE(used_last ORDER BY tile) FILTER (WHERE used_points > 0) AS used_last,
+           MIN(used_min) AS used_min,
+           MAX(used_max) AS used_max,
+           SUM(total_points) AS total_points,
+           FIRST_VALUE(total_first ORDER BY tile) FILTER (WHERE total_points > 0) AS total_first,
+           LAST_VALUE(total_last ORDER BY tile) FILTER (WHERE total_points > 0) AS total_last,
+           MIN(total_min) AS total_min,
+           MAX(total_max) AS total_max,
+           SUM(process_used_points) AS process_used_points,
+           FIRST_VALUE(process_used_first ORDER BY tile) FILTER (WHERE process_used_points > 0) AS process_used_first,
+           LAST_VALUE(process_used_last ORDER BY tile) FILTER (WHERE process_used_points > 0) AS process_used_last,
+           MIN(process_used_min) AS process_used_min,
+           MAX(process_used_max) AS process_used_max,
+           SUM(device_used_points) AS device_used_points,
+           FIRST_VALUE(device_used_first ORDER BY tile) FILTER (WHERE device_used_points > 0) AS device_used_first,
+           LAST_VALUE(device_used_last ORDER BY tile) FILTER (WHERE device_used_points > 0) AS device_used_last,
+           MIN(device_used_min) AS device_used_min,
+           MAX(device_used_max) AS device_used_max,
+           SUM(live_points) AS live_points,
+           FIRST_VALUE(live_first ORDER BY tile) FILTER (WHERE live_points > 0) AS live_first,
+           LAST_VALUE(live_last ORDER BY tile) FILTER (WHERE live_points > 0) AS live_last,
+           MIN(live_min) AS live_min,
+           MAX(live_max) AS live_max
+    FROM curve_tiles
+    WHERE $n >= 1 AND 20160 % GREATEST($n, 1) = 0 AND ($pool IS NULL OR pool = $pool)
+    GROUP BY source, pid, device, pool, tile / GREATEST(20160 / $n, 1)
+    UNION ALL
     SELECT source, pid, device, pool, bucket, MIN(t_min) AS t_min, MAX(t_max) AS t_max,
            COUNT(*) FILTER (WHERE used >= 0) AS used_points,
            FIRST_VALUE(used ORDER BY ts, row_idx) FILTER (WHERE used >= 0) AS used_first,
@@ -76,6 +107,7 @@ per_bucket AS (
                     AND r.device = c.device AND r.pool = c.pool
         WHERE c.ts IS NOT NULL
     ) x
+    WHERE 20160 % GREATEST($n, 1) <> 0
     GROUP BY source, pid, device, pool, bucket
 ),
 -- The buckets that have points, one row per metric.

@@ -221,13 +221,15 @@ impl StagingFile {
 pub struct CurveStaging {
     dir: std::path::PathBuf,
     stem: String,
-    /// Index into `files` of each series seen.
-    series: HashMap<Series, usize>,
+    /// Index into `files` of each series seen, and into `ranges`.
+    series: HashMap<Series, (usize, usize)>,
     files: Vec<StagingFile>,
     /// The file shared by series beyond MAX_SERIES_FILES.
     overflow: Option<usize>,
-    /// The series of the previous row and its file (rows of one series come in runs).
-    last: Option<(Series, usize)>,
+    /// Each series' first and last time (rows with a time), for the tiles of [`crate::tiles`].
+    ranges: Vec<Option<(i64, i64)>>,
+    /// The series of the previous row, its file and range (rows of one series come in runs).
+    last: Option<(Series, usize, usize)>,
 }
 
 impl CurveStaging {
@@ -239,19 +241,21 @@ impl CurveStaging {
             series: HashMap::new(),
             files: Vec::new(),
             overflow: None,
+            ranges: Vec::new(),
             last: None,
         })
     }
 
-    fn file_of(&mut self, r: &CurveRow) -> Result<usize> {
-        if let Some((s, f)) = &self.last {
+    /// The file and range slot of the row's series.
+    fn file_of(&mut self, r: &CurveRow) -> Result<(usize, usize)> {
+        if let Some((s, f, k)) = &self.last {
             if s.0 == r.pid && s.1 == r.device && s.2 == r.pool {
-                return Ok(*f);
+                return Ok((*f, *k));
             }
         }
         let key: Series = (r.pid, r.device.to_string(), r.pool.to_string());
-        let f = match self.series.get(&key) {
-            Some(&f) => f,
+        let at = match self.series.get(&key) {
+            Some(&at) => at,
             None => {
                 let f = if self.files.len() < MAX_SERIES_FILES {
                     self.new_file()?
@@ -265,12 +269,14 @@ impl CurveStaging {
                         }
                     }
                 };
-                self.series.insert(key.clone(), f);
-                f
+                self.ranges.push(None);
+                let at = (f, self.ranges.len() - 1);
+                self.series.insert(key.clone(), at);
+                at
             }
         };
-        self.last = Some((key, f));
-        Ok(f)
+        self.last = Some((key, at.0, at.1));
+        Ok(at)
     }
 
     fn new_file(&mut self) -> Result<usize> {
@@ -282,13 +288,21 @@ impl CurveStaging {
     }
 
     pub fn push(&mut self, r: CurveRow) -> Result<()> {
-        let f = self.file_of(&r)?;
+        let (f, k) = self.file_of(&r)?;
+        if let Some(ts) = r.ts {
+            let range = &mut self.ranges[k];
+            *range = Some(match *range {
+                Some((lo, hi)) => (lo.min(ts), hi.max(ts)),
+                None => (ts, ts),
+            });
+        }
         self.files[f].push(&r)
     }
 
     /// Closes the staging files, listed in the table's series order.
     pub fn close(self) -> Result<CurveFiles> {
-        let mut order: Vec<(&Series, usize)> = self.series.iter().map(|(s, &f)| (s, f)).collect();
+        let mut order: Vec<(&Series, usize)> =
+            self.series.iter().map(|(s, &(f, _))| (s, f)).collect();
         // The table's order: pid (NULLs last), device, pool.
         order.sort_by(|a, b| {
             let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
@@ -305,7 +319,16 @@ impl CurveStaging {
             .into_iter()
             .filter_map(|f| paths.get_mut(f).and_then(Option::take))
             .collect();
-        Ok(CurveFiles { files, sorted })
+        let ranges = self
+            .series
+            .iter()
+            .filter_map(|(s, &(_, k))| self.ranges[k].map(|r| (s.clone(), r)))
+            .collect();
+        Ok(CurveFiles {
+            files,
+            sorted,
+            ranges,
+        })
     }
 }
 
@@ -314,6 +337,8 @@ pub struct CurveFiles {
     files: Vec<std::path::PathBuf>,
     /// The files, read in turn, give the table's order (no overflow file).
     sorted: bool,
+    /// Each series' first and last time.
+    ranges: HashMap<Series, (i64, i64)>,
 }
 
 impl CurveFiles {
@@ -323,19 +348,26 @@ impl CurveFiles {
     }
 }
 
-/// Writes the rows of table `curve` of `source` to `out` from the staging files: `held` holds
-/// the row_idx of every shadow FREE whose block still counts as held at the end (its change is
-/// dropped). Returns the number of rows. When `staged.needs_sort()`, `out` is a staging file
-/// the caller sorts into place. The rows of table `expansions` found on the way go to
-/// `growth_out`, in the same way (series order when the curve's is). Returns the rows of both.
+/// Where [`finish`] writes each table, and the rows it wrote.
+pub struct Outputs<P> {
+    pub curve: P,
+    pub expansions: P,
+    pub tiles: P,
+    pub peaks: P,
+}
+
+/// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
+/// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
+/// change is dropped). The rows of tables `expansions`, `curve_tiles` and `curve_peaks`
+/// ([`crate::tiles`]) found on the way go to the other outputs. When `staged.needs_sort()`,
+/// each output is a staging file the caller sorts into place. Returns the rows of each.
 pub fn finish(
     staged: CurveFiles,
     source: &str,
     held: &HashSet<u64>,
     steps: &StepIndex,
-    out: &Path,
-    growth_out: &Path,
-) -> Result<(u64, u64)> {
+    out: &Outputs<&Path>,
+) -> Result<Outputs<u64>> {
     let def = schema::curve();
     let properties = |def: &memq_core::catalog::TableDef| {
         if staged.sorted {
@@ -344,16 +376,22 @@ pub fn finish(
             memq_core::dataset::staging_properties()
         }
     };
-    let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
+    let mut sink = ParquetSink::create_with(out.curve, def.schema(), properties(&def))?;
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
     let mut owners = Sums::default();
     let growth_def = schema::expansions();
     let mut growth = Growth {
-        sink: ParquetSink::create_with(growth_out, growth_def.schema(), properties(&growth_def))?,
+        sink: ParquetSink::create_with(
+            out.expansions,
+            growth_def.schema(),
+            properties(&growth_def),
+        )?,
         current: None,
         others: HashMap::new(),
     };
+    let mut summaries =
+        crate::tiles::Summaries::create(source, staged.ranges, out.tiles, out.peaks, properties)?;
     for staging in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
@@ -365,6 +403,7 @@ pub fn finish(
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
+            summaries.scan(&batch, &live_bytes)?;
             columns.push(Arc::new(Int64Array::from(live_bytes)));
             columns.push(Arc::new(owner));
             columns.push(Arc::new(owner_live));
@@ -376,7 +415,13 @@ pub fn finish(
         }
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    Ok((sink.close()?, growth.sink.close()?))
+    let (tiles, peaks) = summaries.close(properties)?;
+    Ok(Outputs {
+        curve: sink.close()?,
+        expansions: growth.sink.close()?,
+        tiles,
+        peaks,
+    })
 }
 
 /// The row of a series that last carried a reservation (`total`).

@@ -88,8 +88,10 @@ fn parse_dumps(
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = cores.min(work.len()).max(1);
-    // The cores left over parse pieces of each file.
-    let workers = (cores / threads).max(1);
+    // Each file gets a worker per core: a folder of one big dump and a few small ones (the
+    // usual case: a device's dump beside the host's) would otherwise parse the big one on
+    // `cores / files` workers, one core for two files, while the small ones are long done.
+    let workers = cores;
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
@@ -245,26 +247,43 @@ async fn derive(
     } else {
         staging_dir.join(format!("{curve_stem}.parquet"))
     };
-    let growth = if sorted {
-        out.table_file("expansions", source.index)?
-    } else {
-        staging_dir.join(format!("expansions-{}.parquet", source.index))
+    // The tables written beside the curve, the same way.
+    let beside = |name: &str| {
+        if sorted {
+            out.table_file(name, source.index)
+        } else {
+            Ok(staging_dir.join(format!("{name}-{}.parquet", source.index)))
+        }
     };
-    let (rows, growth_rows) = crate::curve::finish(
+    let files = crate::curve::Outputs {
+        curve: target,
+        expansions: beside("expansions")?,
+        tiles: beside("curve_tiles")?,
+        peaks: beside("curve_peaks")?,
+    };
+    let rows = crate::curve::finish(
         derived.curve_staging,
         &source.name,
         &derived.held_shadow_rows,
         &crate::steps::StepIndex::new(&derived.steps),
-        &target,
-        &growth,
+        &crate::curve::Outputs {
+            curve: files.curve.as_path(),
+            expansions: &files.expansions,
+            tiles: &files.tiles,
+            peaks: &files.peaks,
+        },
     )?;
-    if sorted {
-        out.record("curve", &target, rows);
-        out.record("expansions", &growth, growth_rows);
-    } else {
-        out.sort_into(&target, &ms::curve(), source.index).await?;
-        out.sort_into(&growth, &ms::expansions(), source.index)
-            .await?;
+    for (def, file, n) in [
+        (ms::curve(), &files.curve, rows.curve),
+        (ms::expansions(), &files.expansions, rows.expansions),
+        (ms::curve_tiles(), &files.tiles, rows.tiles),
+        (ms::curve_peaks(), &files.peaks, rows.peaks),
+    ] {
+        if sorted {
+            out.record(def.name, file, n);
+        } else {
+            out.sort_into(file, &def, source.index).await?;
+        }
     }
     out.write_tables(
         source.index,

@@ -23,6 +23,7 @@ pub mod owner;
 pub mod records;
 pub mod schema;
 pub mod steps;
+pub mod tiles;
 pub mod to_db;
 
 use memq_core::catalog::TableDef;

@@ -130,6 +130,63 @@ pub fn expansions() -> TableDef {
     }
 }
 
+/// The five columns of one metric of `curve_tiles`.
+macro_rules! tile_metric {
+    ($m:literal, $what:literal) => {
+        [
+            req(concat!($m, "_points"), Int64, concat!("count: rows of the tile with a valid value of ", $what)),
+            col(concat!($m, "_first"), Int64, concat!("bytes: the tile's first value of ", $what, "; NULL when none")).bytes(),
+            col(concat!($m, "_last"), Int64, concat!("bytes: the tile's last value of ", $what, "; NULL when none")).bytes(),
+            col(concat!($m, "_min"), Int64, concat!("bytes: the tile's smallest value of ", $what, "; NULL when none")).bytes(),
+            col(concat!($m, "_max"), Int64, concat!("bytes: the tile's largest value of ", $what, "; NULL when none")).bytes(),
+        ]
+    };
+}
+
+pub fn curve_tiles() -> TableDef {
+    let mut columns = vec![
+        req("source", Utf8, "input file"),
+        col("pid", Int64, "process id"),
+        req("device", Utf8, "Device Id as written"),
+        req("pool", Utf8, "pool = Event Type"),
+        req("tile", Int64, "0-based tile of the series: min((ts - t_min) * 20160 div max(t_max - t_min, 1), 20159)"),
+        req("t_min", Int64, "time of the series' first curve row with a time").time_ns(),
+        req("t_max", Int64, "time of the series' last curve row with a time").time_ns(),
+    ];
+    columns.extend(tile_metric!("used", "`used` (>= 0)"));
+    columns.extend(tile_metric!("total", "`total` (>= 0)"));
+    columns.extend(tile_metric!("process_used", "`process_used` (>= 0)"));
+    columns.extend(tile_metric!("device_used", "`device_used` (>= 0)"));
+    columns.extend(tile_metric!("live", "`live_bytes` (>= 0)"));
+    TableDef {
+        name: "curve_tiles",
+        doc: "The curve of each series (source, pid, device, pool) folded into 20160 equal time tiles at ingest: per metric the count, first, last, smallest and largest value of the tile's rows (rows with a time; tiles without rows are not stored). curve_buckets(n) folds these tiles when n divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
+        sort_order: &["source", "pid", "device", "pool", "tile"],
+        columns,
+    }
+}
+
+pub fn curve_peaks() -> TableDef {
+    TableDef {
+        name: "curve_peaks",
+        doc: "The peak of each metric of each series of `curve`, found at ingest: what view `peaks` lists (see its documentation).",
+        sort_order: &["source", "pid", "device", "pool", "metric"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool = Event Type"),
+            req("metric", Utf8, "used, total, process_used, device_used (counters written by the tool) or live (curve.live_bytes)"),
+            req("peak_bytes", Int64, "the highest valid (>= 0) value of the metric in the series").bytes(),
+            col("peak_ts", Int64, "time of the first row reaching the peak").time_ns(),
+            col("peak_ts_raw", Int64, "the same time as written in the file (µs for G1 sources)"),
+            req("peak_event", Utf8, "MALLOC or FREE: the event of that row"),
+            req("peak_id", Int64, "the tool's event ID of that row"),
+            req("points", Int64, "count: rows with a valid value of the metric in the series"),
+        ],
+    }
+}
+
 pub fn oom() -> TableDef {
     TableDef {
         name: "oom",
@@ -297,6 +354,8 @@ pub fn tables() -> Vec<TableDef> {
         event_counts(),
         blocks(),
         curve(),
+        curve_tiles(),
+        curve_peaks(),
         expansions(),
         oom(),
         mem_snapshots(),
