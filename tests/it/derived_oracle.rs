@@ -1,7 +1,8 @@
 //! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
-//! ingest; curve_buckets.sql against the buckets folded from curve_tiles), on every kind of
+//! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
+//! usage_tiles), on every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
 
@@ -39,6 +40,7 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let curve_buckets_13 = args("curve_buckets.sql", "$n", "13");
     let peaks = std::fs::read_to_string(dir.join("peaks.sql")).unwrap();
     let trend = args("trend.sql", "$buckets", "7");
+    let trend_13 = args("trend.sql", "$buckets", "13");
     let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
     let expansions = std::fs::read_to_string(dir.join("pool_expansions.sql")).unwrap();
     for (name, sql) in [
@@ -49,6 +51,7 @@ async fn register_oracle(engine: &memq_engine::Engine) {
         ("oracle_curve_buckets_13", curve_buckets_13),
         ("oracle_peaks", peaks),
         ("oracle_trend", trend),
+        ("oracle_trend_13", trend_13),
         ("oracle_fragmentation", fragmentation),
         ("oracle_block_fates", fates),
         ("oracle_curve", curve),
@@ -104,14 +107,24 @@ async fn check(input: PathBuf) -> Vec<String> {
     for (a, b, cols) in [
         ("curve_buckets(7)", "oracle_curve_buckets", bucket_cols),
         ("oracle_curve_buckets", "curve_buckets(7)", bucket_cols),
-        ("curve_buckets(240)", "oracle_curve_buckets_240", bucket_cols),
-        ("oracle_curve_buckets_240", "curve_buckets(240)", bucket_cols),
+        (
+            "curve_buckets(240)",
+            "oracle_curve_buckets_240",
+            bucket_cols,
+        ),
+        (
+            "oracle_curve_buckets_240",
+            "curve_buckets(240)",
+            bucket_cols,
+        ),
         ("curve_buckets(13)", "oracle_curve_buckets_13", bucket_cols),
         ("oracle_curve_buckets_13", "curve_buckets(13)", bucket_cols),
         ("peaks", "oracle_peaks", peak_cols),
         ("oracle_peaks", "peaks", peak_cols),
         ("trend(7)", "oracle_trend", trend_cols),
         ("oracle_trend", "trend(7)", trend_cols),
+        ("trend(13)", "oracle_trend_13", trend_cols),
+        ("oracle_trend_13", "trend(13)", trend_cols),
         ("pool_expansions", "oracle_pool_expansions", expansion_cols),
         ("oracle_pool_expansions", "pool_expansions", expansion_cols),
         ("event_counts", "oracle_event_counts", count_cols),

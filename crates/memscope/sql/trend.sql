@@ -62,8 +62,22 @@ bounds AS (
     FROM sel
     GROUP BY source, pid, device, pool
 ),
--- the non-empty buckets: each point in its bucket
+-- the non-empty buckets: each point in its bucket. When `buckets` divides 20160 they are
+-- folded from table usage_tiles (each series cut into 20160 tiles over the same span at
+-- ingest, a bucket being exactly 20160 / buckets tiles: crates/memscope/src/tiles.rs);
+-- otherwise from the points. Both give the same buckets.
 filled AS (
+    SELECT source, pid, device, pool, ts_min, ts_max, tile / GREATEST(20160 / $buckets, 1) AS bucket,
+           SUM(points) AS points,
+           LAST_VALUE(used_last ORDER BY tile) FILTER (WHERE used_last IS NOT NULL) AS used_last,
+           MIN(used_min) AS used_min_bytes,
+           MAX(used_max) AS used_max_bytes,
+           LAST_VALUE(total_last ORDER BY tile) FILTER (WHERE total_last IS NOT NULL) AS total_last
+    FROM usage_tiles
+    WHERE $buckets >= 1 AND 20160 % GREATEST($buckets, 1) = 0
+      AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+    UNION ALL
     SELECT p.source, p.pid, p.device, p.pool, b.ts_min, b.ts_max,
            LEAST(GREATEST((p.ts - b.ts_min) * $buckets / GREATEST(b.ts_max - b.ts_min, 1), 0), $buckets - 1) AS bucket,
            COUNT(*) AS points,
@@ -75,7 +89,7 @@ filled AS (
     FROM bounds b
     JOIN sel p
       ON b.source = p.source AND (b.pid IS NOT DISTINCT FROM p.pid) AND b.device = p.device AND b.pool = p.pool
-    WHERE b.ts_min IS NOT NULL
+    WHERE b.ts_min IS NOT NULL AND 20160 % GREATEST($buckets, 1) <> 0
     GROUP BY 1, 2, 3, 4, 5, 6, 7
 ),
 -- the first non-empty bucket of a series also yields one empty placeholder per bucket (slot

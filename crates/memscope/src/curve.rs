@@ -31,6 +31,7 @@ use memq_core::error::{MemqError, Result};
 
 use crate::schema;
 use crate::steps::StepIndex;
+use crate::tiles::Ranges;
 
 /// The staging columns: the curve's own columns but `source` and `live_bytes`, plus the change
 /// of live bytes and whether it waits on a shadow block's fate.
@@ -226,8 +227,8 @@ pub struct CurveStaging {
     files: Vec<StagingFile>,
     /// The file shared by series beyond MAX_SERIES_FILES.
     overflow: Option<usize>,
-    /// Each series' first and last time (rows with a time), for the tiles of [`crate::tiles`].
-    ranges: Vec<Option<(i64, i64)>>,
+    /// Each series' time ranges, for the tiles of [`crate::tiles`].
+    ranges: Vec<Ranges>,
     /// The series of the previous row, its file and range (rows of one series come in runs).
     last: Option<(Series, usize, usize)>,
 }
@@ -269,7 +270,7 @@ impl CurveStaging {
                         }
                     }
                 };
-                self.ranges.push(None);
+                self.ranges.push(Ranges::default());
                 let at = (f, self.ranges.len() - 1);
                 self.series.insert(key.clone(), at);
                 at
@@ -291,10 +292,11 @@ impl CurveStaging {
         let (f, k) = self.file_of(&r)?;
         if let Some(ts) = r.ts {
             let range = &mut self.ranges[k];
-            *range = Some(match *range {
-                Some((lo, hi)) => (lo.min(ts), hi.max(ts)),
-                None => (ts, ts),
-            });
+            widen(&mut range.curve, ts);
+            // a HAL row's usage value is its live bytes, known in the second step
+            if r.pool != "HAL" && r.used.is_some_and(|u| u >= 0) {
+                widen(&mut range.usage, ts);
+            }
         }
         self.files[f].push(&r)
     }
@@ -317,12 +319,15 @@ impl CurveStaging {
         }
         let files = ranks
             .into_iter()
-            .filter_map(|f| paths.get_mut(f).and_then(Option::take))
+            .filter_map(|f| {
+                let hal = order.iter().any(|(s, g)| *g == f && s.2 == "HAL");
+                paths.get_mut(f).and_then(Option::take).map(|p| (p, hal))
+            })
             .collect();
         let ranges = self
             .series
             .iter()
-            .filter_map(|(s, &(_, k))| self.ranges[k].map(|r| (s.clone(), r)))
+            .map(|(s, &(_, k))| (s.clone(), self.ranges[k]))
             .collect();
         Ok(CurveFiles {
             files,
@@ -334,11 +339,61 @@ impl CurveStaging {
 
 /// The closed staging files of one source's curve.
 pub struct CurveFiles {
-    files: Vec<std::path::PathBuf>,
+    /// Each file, and whether it holds a HAL series.
+    files: Vec<(std::path::PathBuf, bool)>,
     /// The files, read in turn, give the table's order (no overflow file).
     sorted: bool,
-    /// Each series' first and last time.
-    ranges: HashMap<Series, (i64, i64)>,
+    /// Each series' time ranges (the usage range of HAL series is found by [`finish`]).
+    ranges: HashMap<Series, Ranges>,
+}
+
+/// Widens `range` to hold `ts`.
+fn widen(range: &mut Option<(i64, i64)>, ts: i64) {
+    *range = Some(match *range {
+        Some((lo, hi)) => (lo.min(ts), hi.max(ts)),
+        None => (ts, ts),
+    });
+}
+
+/// The usage range of each HAL series in `file`: the times of its rows that change a block's
+/// bytes (usage_series' points) with live bytes >= 0, by the running sum [`finish`] computes.
+fn hal_usage_ranges(
+    file: &Path,
+    held: &HashSet<u64>,
+    ranges: &mut HashMap<Series, Ranges>,
+) -> Result<()> {
+    let reader = FileReader::try_new(File::open(file).map_err(|e| MemqError::io(file, e))?, None)?;
+    let mut live: HashMap<Series, i64> = HashMap::new();
+    for batch in reader {
+        let batch = batch?;
+        let pid = batch.column(0).as_primitive::<Int64Type>();
+        let device = batch.column(1).as_string::<i32>();
+        let pool = batch.column(2).as_string::<i32>();
+        let ts = batch.column(3).as_primitive::<Int64Type>();
+        let row_idx = batch.column(5).as_primitive::<UInt64Type>();
+        let delta = batch.column(DELTA).as_primitive::<Int64Type>();
+        let shadow_end = batch.column(DELTA + 1).as_boolean();
+        let owner = batch.column(OWNER).as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            if pool.value(i) != "HAL" {
+                continue;
+            }
+            let key: Series = (
+                pid.is_valid(i).then(|| pid.value(i)),
+                device.value(i).to_string(),
+                "HAL".to_string(),
+            );
+            let void = shadow_end.value(i) && held.contains(&row_idx.value(i));
+            let sum = live.entry(key.clone()).or_default();
+            if !void {
+                *sum += delta.value(i);
+            }
+            if !void && owner.is_valid(i) && *sum >= 0 && ts.is_valid(i) {
+                widen(&mut ranges.entry(key).or_default().usage, ts.value(i));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl CurveFiles {
@@ -353,6 +408,7 @@ pub struct Outputs<P> {
     pub curve: P,
     pub expansions: P,
     pub tiles: P,
+    pub usage_tiles: P,
     pub peaks: P,
 }
 
@@ -390,9 +446,17 @@ pub fn finish(
         current: None,
         others: HashMap::new(),
     };
-    let mut summaries =
-        crate::tiles::Summaries::create(source, staged.ranges, out.tiles, out.peaks, properties)?;
-    for staging in &staged.files {
+    let mut ranges = staged.ranges;
+    for (file, _) in staged.files.iter().filter(|(_, hal)| *hal) {
+        hal_usage_ranges(file, held, &mut ranges)?;
+    }
+    let mut summaries = crate::tiles::Summaries::create(
+        source,
+        ranges,
+        [out.tiles, out.usage_tiles, out.peaks],
+        &properties,
+    )?;
+    for (staging, _) in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
         for batch in reader {
@@ -403,7 +467,7 @@ pub fn finish(
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
-            summaries.scan(&batch, &live_bytes)?;
+            summaries.scan(&batch, &live_bytes, &owner)?;
             columns.push(Arc::new(Int64Array::from(live_bytes)));
             columns.push(Arc::new(owner));
             columns.push(Arc::new(owner_live));
@@ -413,13 +477,15 @@ pub fn finish(
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
             growth.scan(&batch, source)?;
         }
+        summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    let (tiles, peaks) = summaries.close(properties)?;
+    let [tiles, usage_tiles, peaks] = summaries.close(&properties)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
         tiles,
+        usage_tiles,
         peaks,
     })
 }

@@ -259,6 +259,7 @@ async fn derive(
         curve: target,
         expansions: beside("expansions")?,
         tiles: beside("curve_tiles")?,
+        usage_tiles: beside("usage_tiles")?,
         peaks: beside("curve_peaks")?,
     };
     let rows = crate::curve::finish(
@@ -270,6 +271,7 @@ async fn derive(
             curve: files.curve.as_path(),
             expansions: &files.expansions,
             tiles: &files.tiles,
+            usage_tiles: &files.usage_tiles,
             peaks: &files.peaks,
         },
     )?;
@@ -277,6 +279,7 @@ async fn derive(
         (ms::curve(), &files.curve, rows.curve),
         (ms::expansions(), &files.expansions, rows.expansions),
         (ms::curve_tiles(), &files.tiles, rows.tiles),
+        (ms::usage_tiles(), &files.usage_tiles, rows.usage_tiles),
         (ms::curve_peaks(), &files.peaks, rows.peaks),
     ] {
         if sorted {

@@ -134,11 +134,51 @@ pub fn expansions() -> TableDef {
 macro_rules! tile_metric {
     ($m:literal, $what:literal) => {
         [
-            req(concat!($m, "_points"), Int64, concat!("count: rows of the tile with a valid value of ", $what)),
-            col(concat!($m, "_first"), Int64, concat!("bytes: the tile's first value of ", $what, "; NULL when none")).bytes(),
-            col(concat!($m, "_last"), Int64, concat!("bytes: the tile's last value of ", $what, "; NULL when none")).bytes(),
-            col(concat!($m, "_min"), Int64, concat!("bytes: the tile's smallest value of ", $what, "; NULL when none")).bytes(),
-            col(concat!($m, "_max"), Int64, concat!("bytes: the tile's largest value of ", $what, "; NULL when none")).bytes(),
+            req(
+                concat!($m, "_points"),
+                Int64,
+                concat!("count: rows of the tile with a valid value of ", $what),
+            ),
+            col(
+                concat!($m, "_first"),
+                Int64,
+                concat!(
+                    "bytes: the tile's first value of ",
+                    $what,
+                    "; NULL when none"
+                ),
+            )
+            .bytes(),
+            col(
+                concat!($m, "_last"),
+                Int64,
+                concat!(
+                    "bytes: the tile's last value of ",
+                    $what,
+                    "; NULL when none"
+                ),
+            )
+            .bytes(),
+            col(
+                concat!($m, "_min"),
+                Int64,
+                concat!(
+                    "bytes: the tile's smallest value of ",
+                    $what,
+                    "; NULL when none"
+                ),
+            )
+            .bytes(),
+            col(
+                concat!($m, "_max"),
+                Int64,
+                concat!(
+                    "bytes: the tile's largest value of ",
+                    $what,
+                    "; NULL when none"
+                ),
+            )
+            .bytes(),
         ]
     };
 }
@@ -163,6 +203,28 @@ pub fn curve_tiles() -> TableDef {
         doc: "The curve of each series (source, pid, device, pool) folded into 20160 equal time tiles at ingest: per metric the count, first, last, smallest and largest value of the tile's rows (rows with a time; tiles without rows are not stored). curve_buckets(n) folds these tiles when n divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
         sort_order: &["source", "pid", "device", "pool", "tile"],
         columns,
+    }
+}
+
+pub fn usage_tiles() -> TableDef {
+    TableDef {
+        name: "usage_tiles",
+        doc: "The points of view usage_series (each pool's counters; for HAL the live bytes of the rows that change a block's bytes) folded into 20160 equal time tiles per series at ingest, over the series' span from its first to its last point with used >= 0 (points before or after it fall in the first or last tile). trend(buckets) folds these tiles when buckets divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
+        sort_order: &["source", "pid", "device", "pool", "tile"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool = Event Type"),
+            req("tile", Int64, "0-based tile: (ts - ts_min) * 20160 div max(ts_max - ts_min, 1), clamped to 0..20159"),
+            req("ts_min", Int64, "time of the series' first point with used >= 0").time_ns(),
+            req("ts_max", Int64, "time of the series' last point with used >= 0").time_ns(),
+            req("points", Int64, "count: points of the series in the tile (whatever their values)"),
+            col("used_last", Int64, "bytes: the tile's last used >= 0; NULL when none").bytes(),
+            col("used_min", Int64, "bytes: the tile's smallest used >= 0; NULL when none").bytes(),
+            col("used_max", Int64, "bytes: the tile's largest used >= 0; NULL when none").bytes(),
+            col("total_last", Int64, "bytes: the tile's last total >= 0 (HAL: its used); NULL when none").bytes(),
+        ],
     }
 }
 
@@ -355,6 +417,7 @@ pub fn tables() -> Vec<TableDef> {
         blocks(),
         curve(),
         curve_tiles(),
+        usage_tiles(),
         curve_peaks(),
         expansions(),
         oom(),

@@ -25,6 +25,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
 
+use datafusion::parquet::file::properties::WriterProperties;
 use memq_core::catalog::TableDef;
 use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
@@ -39,6 +40,22 @@ pub const TILES: i64 = 20_160;
 pub const METRICS: [&str; 5] = ["used", "total", "process_used", "device_used", "live"];
 
 type Series = (Option<i64>, String, String);
+
+/// A series' time ranges: of its rows with a time (`curve_tiles`), and of its usage points
+/// with a value >= 0 (`usage_tiles`, view usage_series: `used`, for HAL the live bytes of the
+/// rows that change a block's bytes).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Ranges {
+    pub curve: Option<(i64, i64)>,
+    pub usage: Option<(i64, i64)>,
+}
+
+/// The tile of time `t` in `range`: `(t - lo) * TILES div span`, clamped to the tiles.
+fn tile_of(t: i64, (lo, hi): (i64, i64)) -> i64 {
+    let span = (hi - lo).max(1) as i128;
+    let tile = ((t as i128 - lo as i128) * TILES as i128).div_euclid(span);
+    tile.clamp(0, TILES as i128 - 1) as i64
+}
 
 /// One metric's values in a tile.
 #[derive(Clone, Copy, Default)]
@@ -67,6 +84,18 @@ impl Fold {
             self.max = self.max.max(v);
         }
     }
+
+    fn get(&self, f: fn(&Fold) -> i64) -> Option<i64> {
+        (self.points > 0).then(|| f(self))
+    }
+}
+
+/// A usage tile: every usage point counts; `used` (>= 0) folded, `total`'s last (>= 0).
+#[derive(Clone, Copy, Default)]
+struct UsageFold {
+    points: i64,
+    used: Fold,
+    total: Fold,
 }
 
 /// A metric's peak so far: the value and the first row holding it.
@@ -80,55 +109,79 @@ struct Peak {
     id: i64,
 }
 
-/// The state of one series.
+/// The state of one series: the tiles being filled, the peaks so far.
 struct State {
-    range: Option<(i64, i64)>,
-    /// The tile being filled and its folds.
+    ranges: Ranges,
     tile: Option<(i64, [Fold; 5])>,
+    usage: Option<(i64, UsageFold)>,
     peaks: [Peak; 5],
 }
 
-/// The tiles and peaks of one source's curve, written as the curve is.
-pub struct Summaries {
-    source: String,
-    ranges: HashMap<Series, (i64, i64)>,
-    current: Option<(Series, State)>,
-    others: HashMap<Series, State>,
-    tiles: ParquetSink,
-    rows: TileRows,
-    peaks_out: std::path::PathBuf,
+/// Closed tiles waiting to be written, with their series.
+struct Pending<F> {
+    rows: Vec<(Series, i64, (i64, i64), F)>,
+    sink: ParquetSink,
 }
 
-/// Tile rows waiting to be written.
-#[derive(Default)]
-struct TileRows {
-    keys: Vec<(Series, i64, (i64, i64))>,
-    folds: Vec<[Fold; 5]>,
-}
-
-const TILE_BATCH: usize = 64 * 1024;
-
-impl Summaries {
-    /// Tiles go to `tiles_out`, peaks to `peaks_out`; `ranges` are the series' time ranges.
-    pub fn create(
-        source: &str,
-        ranges: HashMap<Series, (i64, i64)>,
-        tiles_out: &Path,
-        peaks_out: &Path,
-        properties: impl Fn(&TableDef) -> datafusion::parquet::file::properties::WriterProperties,
-    ) -> Result<Summaries> {
-        let def = schema::curve_tiles();
-        Ok(Summaries {
-            source: source.to_string(),
-            ranges,
-            current: None,
-            others: HashMap::new(),
-            tiles: ParquetSink::create_with(tiles_out, def.schema(), properties(&def))?,
-            rows: TileRows::default(),
-            peaks_out: peaks_out.to_path_buf(),
-        })
+impl<F> Pending<F> {
+    fn push(&mut self, series: &Series, tile: Option<(i64, F)>, range: Option<(i64, i64)>) {
+        if let (Some((k, f)), Some(range)) = (tile, range) {
+            self.rows.push((series.clone(), k, range, f));
+        }
     }
 
+    /// Writes the rows: the key columns, then `values(fold)`.
+    fn write(
+        &mut self,
+        source: &str,
+        def: &TableDef,
+        values: impl Fn(&[&F]) -> Vec<ArrayRef>,
+    ) -> Result<()> {
+        let rows = std::mem::take(&mut self.rows);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let n = rows.len();
+        let mut pid = Int64Builder::with_capacity(n);
+        let mut device = StringBuilder::with_capacity(n, 0);
+        let mut pool = StringBuilder::with_capacity(n, 0);
+        for ((p, d, pl), ..) in &rows {
+            pid.append_option(*p);
+            device.append_value(d);
+            pool.append_value(pl);
+        }
+        let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
+            Arc::new((0..n).map(f).collect::<Int64Array>())
+        };
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![source; n])),
+            Arc::new(pid.finish()),
+            Arc::new(device.finish()),
+            Arc::new(pool.finish()),
+            ints(&|i| rows[i].1),
+            ints(&|i| rows[i].2 .0),
+            ints(&|i| rows[i].2 .1),
+        ];
+        let folds: Vec<&F> = rows.iter().map(|r| &r.3).collect();
+        columns.extend(values(&folds));
+        self.sink
+            .write(&RecordBatch::try_new(def.schema(), columns)?)
+    }
+}
+
+/// A column of `f` over `folds`.
+fn column<F>(folds: &[&F], f: impl Fn(&F) -> Option<i64>) -> ArrayRef {
+    Arc::new(folds.iter().map(|x| f(x)).collect::<Int64Array>())
+}
+
+/// The state of each series, the current one (rows of a series come in runs) apart.
+struct States {
+    ranges: HashMap<Series, Ranges>,
+    current: Option<(Series, State)>,
+    others: HashMap<Series, State>,
+}
+
+impl States {
     /// The state of series (pid, device, pool), made current.
     fn state(&mut self, pid: Option<i64>, device: &str, pool: &str) -> (&Series, &mut State) {
         let same =
@@ -139,8 +192,9 @@ impl Summaries {
             }
             let key: Series = (pid, device.to_string(), pool.to_string());
             let st = self.others.remove(&key).unwrap_or_else(|| State {
-                range: self.ranges.get(&key).copied(),
+                ranges: self.ranges.get(&key).copied().unwrap_or_default(),
                 tile: None,
+                usage: None,
                 peaks: Default::default(),
             });
             self.current = Some((key, st));
@@ -150,9 +204,54 @@ impl Summaries {
             None => unreachable!("made current above"),
         }
     }
+}
 
-    /// Folds a batch of staging rows (their curve columns) with each row's live bytes.
-    pub fn scan(&mut self, batch: &RecordBatch, live: &[i64]) -> Result<()> {
+/// The tiles and peaks of one source's curve, written as the curve is.
+pub struct Summaries {
+    source: String,
+    states: States,
+    tiles: Pending<[Fold; 5]>,
+    usage: Pending<UsageFold>,
+    peaks_out: std::path::PathBuf,
+}
+
+const TILE_BATCH: usize = 64 * 1024;
+
+type Properties<'a> = &'a dyn Fn(&TableDef) -> WriterProperties;
+
+impl Summaries {
+    /// `outs`: the files of curve_tiles, usage_tiles and curve_peaks; `ranges`: the series'.
+    pub fn create(
+        source: &str,
+        ranges: HashMap<Series, Ranges>,
+        outs: [&Path; 3],
+        properties: Properties,
+    ) -> Result<Summaries> {
+        let sink = |def: TableDef, out: &Path| {
+            ParquetSink::create_with(out, def.schema(), properties(&def))
+        };
+        Ok(Summaries {
+            source: source.to_string(),
+            states: States {
+                ranges,
+                current: None,
+                others: HashMap::new(),
+            },
+            tiles: Pending {
+                rows: Vec::new(),
+                sink: sink(schema::curve_tiles(), outs[0])?,
+            },
+            usage: Pending {
+                rows: Vec::new(),
+                sink: sink(schema::usage_tiles(), outs[1])?,
+            },
+            peaks_out: outs[2].to_path_buf(),
+        })
+    }
+
+    /// Folds a batch of staging rows (their curve columns) with each row's live bytes and
+    /// owner (as `curve` stores them).
+    pub fn scan(&mut self, batch: &RecordBatch, live: &[i64], owner: &StringArray) -> Result<()> {
         let pid = batch.column(0).as_primitive::<Int64Type>();
         let device = batch.column(1).as_string::<i32>();
         let pool = batch.column(2).as_string::<i32>();
@@ -162,18 +261,20 @@ impl Summaries {
         let event = batch.column(7).as_string::<i32>();
         let counters = [9, 10, 11, 12].map(|c| batch.column(c).as_primitive::<Int64Type>());
         let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
-        let mut closed: Vec<(Series, i64, (i64, i64), [Fold; 5])> = Vec::new();
         for i in 0..batch.num_rows() {
-            let values: [Option<i64>; 5] = [
+            let raw = [
                 opt(counters[0], i),
                 opt(counters[1], i),
                 opt(counters[2], i),
                 opt(counters[3], i),
                 Some(live[i]),
-            ]
-            .map(|v| v.filter(|&v| v >= 0));
+            ];
+            let values = raw.map(|v| v.filter(|&v| v >= 0));
             let t = opt(ts, i);
-            let (series, st) = self.state(opt(pid, i), device.value(i), pool.value(i));
+            let hal = pool.value(i) == "HAL";
+            let (series, st) = self
+                .states
+                .state(opt(pid, i), device.value(i), pool.value(i));
             for (m, v) in values.iter().enumerate() {
                 let Some(v) = *v else { continue };
                 let p = &mut st.peaks[m];
@@ -189,99 +290,105 @@ impl Summaries {
                     };
                 }
             }
-            let (Some(t), Some((lo, hi))) = (t, st.range) else {
-                continue;
-            };
-            let span = (hi - lo).max(1) as i128;
-            let tile = (((t - lo) as i128 * TILES as i128) / span).min(TILES as i128 - 1) as i64;
+            let Some(t) = t else { continue };
             // times never go back within a series: a new tile closes the one before
-            if let Some((k, folds)) = st.tile.take_if(|(k, _)| *k != tile) {
-                closed.push((series.clone(), k, (lo, hi), folds));
+            if let Some(range) = st.ranges.curve {
+                let k = tile_of(t, range);
+                self.tiles
+                    .push(series, st.tile.take_if(|(j, _)| *j != k), Some(range));
+                let (_, folds) = st.tile.get_or_insert((k, [Fold::default(); 5]));
+                for (m, v) in values.iter().enumerate() {
+                    if let Some(v) = *v {
+                        folds[m].add(v);
+                    }
+                }
             }
-            let entry = st.tile.get_or_insert((tile, [Fold::default(); 5]));
-            for (m, v) in values.iter().enumerate() {
-                if let Some(v) = *v {
-                    entry.1[m].add(v);
+            // a usage point (view usage_series): HAL rows that change a block's bytes, other
+            // pools' rows with a counter
+            let (used, total) = if hal {
+                (owner.is_valid(i).then_some(live[i]), None)
+            } else {
+                (raw[0], raw[1])
+            };
+            let point = if hal {
+                used.is_some()
+            } else {
+                used.is_some() || total.is_some()
+            };
+            if let (true, Some(range)) = (point, st.ranges.usage) {
+                let k = tile_of(t, range);
+                self.usage
+                    .push(series, st.usage.take_if(|(j, _)| *j != k), Some(range));
+                let (_, fold) = st.usage.get_or_insert((k, UsageFold::default()));
+                fold.points += 1;
+                if let Some(u) = used.filter(|&u| u >= 0) {
+                    fold.used.add(u);
+                    if hal {
+                        fold.total.add(u);
+                    }
+                }
+                if let Some(x) = total.filter(|&x| x >= 0) {
+                    fold.total.add(x);
                 }
             }
         }
-        for (s, k, r, f) in closed {
-            self.rows.keys.push((s, k, r));
-            self.rows.folds.push(f);
-        }
-        if self.rows.keys.len() >= TILE_BATCH {
+        if self.tiles.rows.len() + self.usage.rows.len() >= TILE_BATCH {
             self.write_tiles()?;
         }
         Ok(())
     }
 
     fn write_tiles(&mut self) -> Result<()> {
-        let rows = std::mem::take(&mut self.rows);
-        if rows.keys.is_empty() {
-            return Ok(());
-        }
-        let n = rows.keys.len();
-        let mut pid = Int64Builder::with_capacity(n);
-        let mut device = StringBuilder::with_capacity(n, 0);
-        let mut pool = StringBuilder::with_capacity(n, 0);
-        for ((p, d, pl), _, _) in &rows.keys {
-            pid.append_option(*p);
-            device.append_value(d);
-            pool.append_value(pl);
-        }
-        let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
-            Arc::new((0..n).map(f).collect::<Int64Array>())
-        };
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![self.source.as_str(); n])),
-            Arc::new(pid.finish()),
-            Arc::new(device.finish()),
-            Arc::new(pool.finish()),
-            ints(&|i| rows.keys[i].1),
-            ints(&|i| rows.keys[i].2 .0),
-            ints(&|i| rows.keys[i].2 .1),
-        ];
-        for m in 0..METRICS.len() {
-            let folds = &rows.folds;
-            let valued = |f: &dyn Fn(&Fold) -> i64| -> ArrayRef {
-                Arc::new(
-                    (0..n)
-                        .map(|i| (folds[i][m].points > 0).then(|| f(&folds[i][m])))
-                        .collect::<Int64Array>(),
-                )
-            };
-            columns.push(ints(&|i| folds[i][m].points));
-            columns.push(valued(&|f| f.first));
-            columns.push(valued(&|f| f.last));
-            columns.push(valued(&|f| f.min));
-            columns.push(valued(&|f| f.max));
-        }
-        self.tiles.write(&RecordBatch::try_new(
-            schema::curve_tiles().schema(),
-            columns,
-        )?)
+        self.tiles
+            .write(&self.source, &schema::curve_tiles(), |folds| {
+                let mut columns = Vec::new();
+                for m in 0..METRICS.len() {
+                    columns.push(column(folds, |f| Some(f[m].points)));
+                    columns.push(column(folds, |f| f[m].get(|x| x.first)));
+                    columns.push(column(folds, |f| f[m].get(|x| x.last)));
+                    columns.push(column(folds, |f| f[m].get(|x| x.min)));
+                    columns.push(column(folds, |f| f[m].get(|x| x.max)));
+                }
+                columns
+            })?;
+        self.usage
+            .write(&self.source, &schema::usage_tiles(), |folds| {
+                vec![
+                    column(folds, |f| Some(f.points)),
+                    column(folds, |f| f.used.get(|x| x.last)),
+                    column(folds, |f| f.used.get(|x| x.min)),
+                    column(folds, |f| f.used.get(|x| x.max)),
+                    column(folds, |f| f.total.get(|x| x.last)),
+                ]
+            })
     }
 
-    /// Writes the last tiles and the peaks; returns the rows of both tables.
-    pub fn close(
-        mut self,
-        properties: impl Fn(&TableDef) -> datafusion::parquet::file::properties::WriterProperties,
-    ) -> Result<(u64, u64)> {
-        let mut states: Vec<(Series, State)> = self.others.drain().collect();
-        states.extend(self.current.take());
+    /// Closes the open tiles: every series of a staging file ends with it, so the tiles come
+    /// out in series order when the curve does.
+    pub fn file_done(&mut self) {
+        let current = self.states.current.iter_mut().map(|(s, st)| (&*s, st));
+        for (s, st) in current.chain(self.states.others.iter_mut()) {
+            self.tiles.push(s, st.tile.take(), st.ranges.curve);
+            self.usage.push(s, st.usage.take(), st.ranges.usage);
+        }
+    }
+
+    /// Writes the last tiles and the peaks; returns the rows of the three tables.
+    pub fn close(mut self, properties: Properties) -> Result<[u64; 3]> {
+        let mut states: Vec<(Series, State)> = self.states.others.drain().collect();
+        states.extend(self.states.current.take());
         // the table's order: pid (NULLs last), device, pool
         states.sort_by(|a, b| {
             let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
             k(&a.0).cmp(&k(&b.0))
         });
         for (s, st) in &mut states {
-            if let (Some((k, folds)), Some(range)) = (st.tile.take(), st.range) {
-                self.rows.keys.push((s.clone(), k, range));
-                self.rows.folds.push(folds);
-            }
+            self.tiles.push(s, st.tile.take(), st.ranges.curve);
+            self.usage.push(s, st.usage.take(), st.ranges.usage);
         }
         self.write_tiles()?;
-        let tiles = self.tiles.close()?;
+        let tiles = self.tiles.sink.close()?;
+        let usage = self.usage.sink.close()?;
         let def = schema::curve_peaks();
         let mut sink = ParquetSink::create_with(&self.peaks_out, def.schema(), properties(&def))?;
         let mut source = StringBuilder::new();
@@ -327,6 +434,6 @@ impl Summaries {
             Arc::new(points.finish()),
         ];
         sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
-        Ok((tiles, sink.close()?))
+        Ok([tiles, usage, sink.close()?])
     }
 }
