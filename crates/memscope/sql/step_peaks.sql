@@ -33,23 +33,22 @@ step_list AS (
     SELECT source, pid, device, step, origin, start_ts, end_ts, CAST(step_k AS BIGINT) AS k
     FROM steps
 ),
--- the pools with memory rows on each (source, pid, device)
+-- per pool series and interval k (from the start of step k to the start of step k+1; 0 before
+-- the first): the values inside step k, the last value of the interval. Folded at ingest (table
+-- step_usage, crates/memscope/src/tiles.rs) from the points of usage_series with a used value
+-- and a step_k: points = how many are inside step k (curve.step set), max_used and max_ts = the
+-- largest of them and the first time it is reached, last_inside = the last of them,
+-- last_value = the last point of the interval. (tests/oracle/sql/step_peaks.sql computes the
+-- same from usage_series; the tests check both agree.)
+intervals AS (
+    SELECT source, pid, device, pool, step_k AS k, points, max_used, max_ts, last_inside, last_value
+    FROM step_usage
+),
+-- the pools with such points on each (source, pid, device): a pool without any has no level
+-- to report
 pools AS (
     SELECT DISTINCT source, pid, device, pool
-    FROM curve
-),
--- per pool series and interval k (from the start of step k to the start of step k+1; 0 before
--- the first): the values inside step k, the last value of the interval
-intervals AS (
-    SELECT source, pid, device, pool, step_k AS k,
-           COUNT(step) AS points,
-           MAX(used) FILTER (WHERE step IS NOT NULL) AS max_used,
-           first_value(ts ORDER BY used DESC NULLS LAST, ts, row_idx) FILTER (WHERE step IS NOT NULL) AS max_ts,
-           last_value(used ORDER BY ts, row_idx) FILTER (WHERE step IS NOT NULL) AS last_inside,
-           last_value(used ORDER BY ts, row_idx) AS last_value
-    FROM usage_series
-    WHERE ts IS NOT NULL AND used IS NOT NULL AND step_k IS NOT NULL
-    GROUP BY source, pid, device, pool, step_k
+    FROM intervals
 ),
 -- every step of every pool of its device (k >= 1), and the interval before the first step
 grid AS (

@@ -409,6 +409,7 @@ pub struct Outputs<P> {
     pub expansions: P,
     pub tiles: P,
     pub usage_tiles: P,
+    pub step_usage: P,
     pub peaks: P,
 }
 
@@ -453,7 +454,7 @@ pub fn finish(
     let mut summaries = crate::tiles::Summaries::create(
         source,
         ranges,
-        [out.tiles, out.usage_tiles, out.peaks],
+        [out.tiles, out.usage_tiles, out.step_usage, out.peaks],
         &properties,
     )?;
     for (staging, _) in &staged.files {
@@ -467,11 +468,11 @@ pub fn finish(
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
-            summaries.scan(&batch, &live_bytes, &owner)?;
+            let (step_k, step) = place_in_steps(&batch, steps);
+            summaries.scan(&batch, &live_bytes, &owner, (&step_k, &step))?;
             columns.push(Arc::new(Int64Array::from(live_bytes)));
             columns.push(Arc::new(owner));
             columns.push(Arc::new(owner_live));
-            let (step_k, step) = place_in_steps(&batch, steps);
             columns.push(Arc::new(step_k));
             columns.push(Arc::new(step));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
@@ -480,12 +481,13 @@ pub fn finish(
         summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    let [tiles, usage_tiles, peaks] = summaries.close(&properties)?;
+    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&properties)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
         tiles,
         usage_tiles,
+        step_usage,
         peaks,
     })
 }

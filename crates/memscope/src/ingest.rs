@@ -260,6 +260,7 @@ async fn derive(
         expansions: beside("expansions")?,
         tiles: beside("curve_tiles")?,
         usage_tiles: beside("usage_tiles")?,
+        step_usage: beside("step_usage")?,
         peaks: beside("curve_peaks")?,
     };
     let rows = crate::curve::finish(
@@ -272,6 +273,7 @@ async fn derive(
             expansions: &files.expansions,
             tiles: &files.tiles,
             usage_tiles: &files.usage_tiles,
+            step_usage: &files.step_usage,
             peaks: &files.peaks,
         },
     )?;
@@ -280,6 +282,7 @@ async fn derive(
         (ms::expansions(), &files.expansions, rows.expansions),
         (ms::curve_tiles(), &files.tiles, rows.tiles),
         (ms::usage_tiles(), &files.usage_tiles, rows.usage_tiles),
+        (ms::step_usage(), &files.step_usage, rows.step_usage),
         (ms::curve_peaks(), &files.peaks, rows.peaks),
     ] {
         if sorted {

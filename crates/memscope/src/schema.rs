@@ -228,6 +228,26 @@ pub fn usage_tiles() -> TableDef {
     }
 }
 
+pub fn step_usage() -> TableDef {
+    TableDef {
+        name: "step_usage",
+        doc: "The points of view usage_series folded per step interval at ingest: for each series and curve.step_k (from the start of that step of the process and device to the start of the next; 0 before the first step), the values of its points inside the step and the last value of the interval. Read by step_peaks (crates/memscope/src/tiles.rs). Ordered by series, then step_k.",
+        sort_order: &["source", "pid", "device", "pool", "step_k"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool = Event Type"),
+            req("step_k", Int64, "curve.step_k of the interval's points"),
+            req("points", Int64, "count: points inside the step (curve.step set)"),
+            col("max_used", Int64, "bytes: the largest used of the points inside the step; NULL when none").bytes(),
+            col("max_ts", Int64, "time of the first point inside the step reaching max_used").time_ns(),
+            col("last_inside", Int64, "bytes: the last used inside the step; NULL when none").bytes(),
+            req("last_value", Int64, "bytes: the last used of the interval").bytes(),
+        ],
+    }
+}
+
 pub fn curve_peaks() -> TableDef {
     TableDef {
         name: "curve_peaks",
@@ -418,6 +438,7 @@ pub fn tables() -> Vec<TableDef> {
         curve(),
         curve_tiles(),
         usage_tiles(),
+        step_usage(),
         curve_peaks(),
         expansions(),
         oom(),

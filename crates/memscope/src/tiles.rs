@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, Int64Builder, StringArray, StringBuilder,
+    Array, ArrayRef, AsArray, Int64Array, Int64Builder, StringArray, StringBuilder, UInt32Array,
 };
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -98,6 +98,17 @@ struct UsageFold {
     total: Fold,
 }
 
+/// A step interval of a usage series (view step_peaks): from the start of step k (curve.step_k)
+/// to the start of the next; the values of the rows inside the step (curve.step set) apart.
+#[derive(Clone, Copy, Default)]
+struct StepFold {
+    points: i64,
+    max_used: Option<i64>,
+    max_ts: Option<i64>,
+    last_inside: Option<i64>,
+    last_value: i64,
+}
+
 /// A metric's peak so far: the value and the first row holding it.
 #[derive(Clone, Default)]
 struct Peak {
@@ -114,13 +125,16 @@ struct State {
     ranges: Ranges,
     tile: Option<(i64, [Fold; 5])>,
     usage: Option<(i64, UsageFold)>,
+    step: Option<(i64, StepFold)>,
     peaks: [Peak; 5],
 }
 
-/// Closed tiles waiting to be written, with their series.
+/// Closed tiles (or steps) waiting to be written, with their series and key; `ranged`: the
+/// table has the series' range columns after the key.
 struct Pending<F> {
     rows: Vec<(Series, i64, (i64, i64), F)>,
     sink: ParquetSink,
+    ranged: bool,
 }
 
 impl<F> Pending<F> {
@@ -159,9 +173,11 @@ impl<F> Pending<F> {
             Arc::new(device.finish()),
             Arc::new(pool.finish()),
             ints(&|i| rows[i].1),
-            ints(&|i| rows[i].2 .0),
-            ints(&|i| rows[i].2 .1),
         ];
+        if self.ranged {
+            columns.push(ints(&|i| rows[i].2 .0));
+            columns.push(ints(&|i| rows[i].2 .1));
+        }
         let folds: Vec<&F> = rows.iter().map(|r| &r.3).collect();
         columns.extend(values(&folds));
         self.sink
@@ -195,6 +211,7 @@ impl States {
                 ranges: self.ranges.get(&key).copied().unwrap_or_default(),
                 tile: None,
                 usage: None,
+                step: None,
                 peaks: Default::default(),
             });
             self.current = Some((key, st));
@@ -212,6 +229,7 @@ pub struct Summaries {
     states: States,
     tiles: Pending<[Fold; 5]>,
     usage: Pending<UsageFold>,
+    steps: Pending<StepFold>,
     peaks_out: std::path::PathBuf,
 }
 
@@ -220,11 +238,12 @@ const TILE_BATCH: usize = 64 * 1024;
 type Properties<'a> = &'a dyn Fn(&TableDef) -> WriterProperties;
 
 impl Summaries {
-    /// `outs`: the files of curve_tiles, usage_tiles and curve_peaks; `ranges`: the series'.
+    /// `outs`: the files of curve_tiles, usage_tiles, step_usage and curve_peaks; `ranges`:
+    /// the series'.
     pub fn create(
         source: &str,
         ranges: HashMap<Series, Ranges>,
-        outs: [&Path; 3],
+        outs: [&Path; 4],
         properties: Properties,
     ) -> Result<Summaries> {
         let sink = |def: TableDef, out: &Path| {
@@ -240,18 +259,31 @@ impl Summaries {
             tiles: Pending {
                 rows: Vec::new(),
                 sink: sink(schema::curve_tiles(), outs[0])?,
+                ranged: true,
             },
             usage: Pending {
                 rows: Vec::new(),
                 sink: sink(schema::usage_tiles(), outs[1])?,
+                ranged: true,
             },
-            peaks_out: outs[2].to_path_buf(),
+            steps: Pending {
+                rows: Vec::new(),
+                sink: sink(schema::step_usage(), outs[2])?,
+                ranged: false,
+            },
+            peaks_out: outs[3].to_path_buf(),
         })
     }
 
-    /// Folds a batch of staging rows (their curve columns) with each row's live bytes and
-    /// owner (as `curve` stores them).
-    pub fn scan(&mut self, batch: &RecordBatch, live: &[i64], owner: &StringArray) -> Result<()> {
+    /// Folds a batch of staging rows (their curve columns) with each row's live bytes, owner
+    /// and place among the steps (as `curve` stores them).
+    pub fn scan(
+        &mut self,
+        batch: &RecordBatch,
+        live: &[i64],
+        owner: &StringArray,
+        (step_k, step): (&UInt32Array, &Int64Array),
+    ) -> Result<()> {
         let pid = batch.column(0).as_primitive::<Int64Type>();
         let device = batch.column(1).as_string::<i32>();
         let pool = batch.column(2).as_string::<i32>();
@@ -315,6 +347,22 @@ impl Summaries {
             } else {
                 used.is_some() || total.is_some()
             };
+            // step_peaks reads a usage point with a value (whatever its sign) that has a step_k
+            if let (true, Some(u), true) = (point, used, step_k.is_valid(i)) {
+                let k = step_k.value(i) as i64;
+                self.steps
+                    .push(series, st.step.take_if(|(j, _)| *j != k), Some((0, 0)));
+                let (_, fold) = st.step.get_or_insert((k, StepFold::default()));
+                if step.is_valid(i) {
+                    fold.points += 1;
+                    if fold.max_used.is_none_or(|m| u > m) {
+                        fold.max_used = Some(u);
+                        fold.max_ts = Some(t);
+                    }
+                    fold.last_inside = Some(u);
+                }
+                fold.last_value = u;
+            }
             if let (true, Some(range)) = (point, st.ranges.usage) {
                 let k = tile_of(t, range);
                 self.usage
@@ -332,7 +380,7 @@ impl Summaries {
                 }
             }
         }
-        if self.tiles.rows.len() + self.usage.rows.len() >= TILE_BATCH {
+        if self.tiles.rows.len() + self.usage.rows.len() + self.steps.rows.len() >= TILE_BATCH {
             self.write_tiles()?;
         }
         Ok(())
@@ -360,6 +408,16 @@ impl Summaries {
                     column(folds, |f| f.used.get(|x| x.max)),
                     column(folds, |f| f.total.get(|x| x.last)),
                 ]
+            })?;
+        self.steps
+            .write(&self.source, &schema::step_usage(), |folds| {
+                vec![
+                    column(folds, |f| Some(f.points)),
+                    column(folds, |f| f.max_used),
+                    column(folds, |f| f.max_ts),
+                    column(folds, |f| f.last_inside),
+                    column(folds, |f| Some(f.last_value)),
+                ]
             })
     }
 
@@ -370,11 +428,12 @@ impl Summaries {
         for (s, st) in current.chain(self.states.others.iter_mut()) {
             self.tiles.push(s, st.tile.take(), st.ranges.curve);
             self.usage.push(s, st.usage.take(), st.ranges.usage);
+            self.steps.push(s, st.step.take(), Some((0, 0)));
         }
     }
 
     /// Writes the last tiles and the peaks; returns the rows of the three tables.
-    pub fn close(mut self, properties: Properties) -> Result<[u64; 3]> {
+    pub fn close(mut self, properties: Properties) -> Result<[u64; 4]> {
         let mut states: Vec<(Series, State)> = self.states.others.drain().collect();
         states.extend(self.states.current.take());
         // the table's order: pid (NULLs last), device, pool
@@ -385,10 +444,12 @@ impl Summaries {
         for (s, st) in &mut states {
             self.tiles.push(s, st.tile.take(), st.ranges.curve);
             self.usage.push(s, st.usage.take(), st.ranges.usage);
+            self.steps.push(s, st.step.take(), Some((0, 0)));
         }
         self.write_tiles()?;
         let tiles = self.tiles.sink.close()?;
         let usage = self.usage.sink.close()?;
+        let steps = self.steps.sink.close()?;
         let def = schema::curve_peaks();
         let mut sink = ParquetSink::create_with(&self.peaks_out, def.schema(), properties(&def))?;
         let mut source = StringBuilder::new();
@@ -434,6 +495,6 @@ impl Summaries {
             Arc::new(points.finish()),
         ];
         sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
-        Ok([tiles, usage, sink.close()?])
+        Ok([tiles, usage, steps, sink.close()?])
     }
 }
