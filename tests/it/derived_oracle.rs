@@ -93,12 +93,13 @@ async fn check(input: PathBuf) -> Vec<String> {
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
     // fragmentation has one row per series: compared row by row in key order (its list of
-    // structs, lowest_usage, cannot be grouped by the multiset check below)
+    // structs, lowest_usage, cannot be grouped by the multiset check below; the mean, a sum of
+    // doubles in another order, to 6 decimals)
     let frag = |t: &str| {
         format!(
             "SELECT source, pid, device, pool, rows, samples, expansions, current_frag_pct, current_ts, \
              current_ts_raw, peak_frag_pct, peak_ts, peak_ts_raw, level, peak_level, used_last, total_last, \
-             peak_total, lowest_usage FROM {t} ORDER BY source, pid, device, pool"
+             peak_total, lowest_usage, ROUND(mean_frag_pct, 6) FROM {t} ORDER BY source, pid, device, pool"
         )
     };
     assert_eq!(

@@ -411,13 +411,16 @@ pub struct Outputs<P> {
     pub usage_tiles: P,
     pub step_usage: P,
     pub peaks: P,
+    pub frag: P,
 }
 
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
 /// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
-/// change is dropped). The rows of tables `expansions`, `curve_tiles` and `curve_peaks`
-/// ([`crate::tiles`]) found on the way go to the other outputs. When `staged.needs_sort()`,
-/// each output is a staging file the caller sorts into place. Returns the rows of each.
+/// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
+/// `step_usage`, `curve_peaks` ([`crate::tiles`]) and `pool_frag` ([`crate::frag`]) found on
+/// the way go to the other outputs. When `staged.needs_sort()`,
+/// each output but `peaks` and `frag` (written in series order at the end) is a staging file
+/// the caller sorts into place. Returns the rows of each.
 pub fn finish(
     staged: CurveFiles,
     source: &str,
@@ -433,6 +436,8 @@ pub fn finish(
             memq_core::dataset::staging_properties()
         }
     };
+    let ordered =
+        |def: &memq_core::catalog::TableDef| writer_properties(Some(sorting_columns(def)));
     let mut sink = ParquetSink::create_with(out.curve, def.schema(), properties(&def))?;
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
@@ -457,6 +462,7 @@ pub fn finish(
         [out.tiles, out.usage_tiles, out.step_usage, out.peaks],
         &properties,
     )?;
+    let mut frag = crate::frag::Fragmentation::default();
     for (staging, _) in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;
@@ -477,11 +483,12 @@ pub fn finish(
             columns.push(Arc::new(step));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
             growth.scan(&batch, source)?;
+            frag.scan(&batch);
         }
         summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&properties)?;
+    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&ordered)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
@@ -489,6 +496,7 @@ pub fn finish(
         usage_tiles,
         step_usage,
         peaks,
+        frag: frag.close(source, out.frag, ordered(&schema::pool_frag()))?,
     })
 }
 

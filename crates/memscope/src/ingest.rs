@@ -261,7 +261,9 @@ async fn derive(
         tiles: beside("curve_tiles")?,
         usage_tiles: beside("usage_tiles")?,
         step_usage: beside("step_usage")?,
-        peaks: beside("curve_peaks")?,
+        // written per series, in order, at the end of the pass: never through a sort
+        peaks: out.table_file("curve_peaks", source.index)?,
+        frag: out.table_file("pool_frag", source.index)?,
     };
     let rows = crate::curve::finish(
         derived.curve_staging,
@@ -275,15 +277,17 @@ async fn derive(
             usage_tiles: &files.usage_tiles,
             step_usage: &files.step_usage,
             peaks: &files.peaks,
+            frag: &files.frag,
         },
     )?;
+    out.record("curve_peaks", &files.peaks, rows.peaks);
+    out.record("pool_frag", &files.frag, rows.frag);
     for (def, file, n) in [
         (ms::curve(), &files.curve, rows.curve),
         (ms::expansions(), &files.expansions, rows.expansions),
         (ms::curve_tiles(), &files.tiles, rows.tiles),
         (ms::usage_tiles(), &files.usage_tiles, rows.usage_tiles),
         (ms::step_usage(), &files.step_usage, rows.step_usage),
-        (ms::curve_peaks(), &files.peaks, rows.peaks),
     ] {
         if sorted {
             out.record(def.name, file, n);

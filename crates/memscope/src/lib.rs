@@ -16,6 +16,7 @@ pub mod db_dump;
 pub mod derive;
 pub mod events;
 pub mod fates;
+pub mod frag;
 pub mod functions;
 pub mod ingest;
 pub mod output;

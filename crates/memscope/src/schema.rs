@@ -248,6 +248,40 @@ pub fn step_usage() -> TableDef {
     }
 }
 
+pub fn pool_frag() -> TableDef {
+    let lowest = memq_core::catalog::ColumnDef {
+        name: "lowest_usage",
+        data_type: crate::frag::lowest_type(),
+        nullable: true,
+        unit: Unit::None,
+        doc: "the 5 samples with the lowest usage (used / total, %), lowest first (ties: earlier first): {ts (ns), ts_raw, usage_pct (%), used (bytes), total (bytes)}; NULL without samples",
+    };
+    TableDef {
+        name: "pool_frag",
+        doc: "The figures of view fragmentation for each series of a framework pool (not HAL) with rows carrying `total`, folded at ingest as curve is written (crates/memscope/src/frag.rs). A sample is a row with `used` and `total > 0`; fragmentation = (total - used) / total * 100. Ordered by series.",
+        sort_order: &["source", "pid", "device", "pool"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool = Event Type"),
+            req("rows", Int64, "count: rows of the series carrying total"),
+            col("peak_total", Int64, "bytes: the largest total").bytes(),
+            req("samples", Int64, "count: samples (rows with used and total > 0)"),
+            col("current_frag_pct", Float64, "%: fragmentation of the last sample").unit(Unit::Percent),
+            col("current_ts", Int64, "time of the latest sample").time_ns(),
+            col("current_ts_raw", Int64, "time of the last sample as written"),
+            col("peak_frag_pct", Float64, "%: the highest fragmentation of a sample").unit(Unit::Percent),
+            col("peak_ts", Int64, "time of the first sample with the highest fragmentation").time_ns(),
+            col("peak_ts_raw", Int64, "the same time as written"),
+            col("mean_frag_pct", Float64, "%: mean fragmentation of the samples").unit(Unit::Percent),
+            col("used_last", Int64, "bytes: used of the last sample").bytes(),
+            col("total_last", Int64, "bytes: total of the last sample").bytes(),
+            lowest,
+        ],
+    }
+}
+
 pub fn curve_peaks() -> TableDef {
     TableDef {
         name: "curve_peaks",
@@ -440,6 +474,7 @@ pub fn tables() -> Vec<TableDef> {
         usage_tiles(),
         step_usage(),
         curve_peaks(),
+        pool_frag(),
         expansions(),
         oom(),
         mem_snapshots(),

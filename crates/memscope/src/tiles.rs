@@ -432,7 +432,8 @@ impl Summaries {
         }
     }
 
-    /// Writes the last tiles and the peaks; returns the rows of the three tables.
+    /// Writes the last tiles and the peaks (in series order, with `properties`); returns the
+    /// rows of the four tables.
     pub fn close(mut self, properties: Properties) -> Result<[u64; 4]> {
         let mut states: Vec<(Series, State)> = self.states.others.drain().collect();
         states.extend(self.states.current.take());
