@@ -18,9 +18,10 @@
 -- @column size_bytes BIGINT bytes: size of its input files
 -- @column first_ts  BIGINT  ns: first event of the rank, ns; NULL without events
 -- @column last_ts   BIGINT  ns: last event of the rank, ns
+-- each rank's time range from table event_counts (counted at ingest: the events' own range)
 WITH span AS (
-    SELECT rank, MIN(ts) AS first_ts, MAX(ts) AS last_ts
-    FROM events
+    SELECT rank, MIN(first_ts) AS first_ts, MAX(last_ts) AS last_ts
+    FROM event_counts
     GROUP BY rank
 )
 SELECT s.rank, MIN(s.node) AS node, MIN(s.device) AS device, MIN(s.pid) AS pid,

@@ -39,10 +39,11 @@
 -- @column stock          BOOLEAN true for stock memory (allocated before collection started): not a leak verdict
 -- @column stack_top      VARCHAR innermost frame of the MALLOC's Python stack; NULL when there is no stack
 WITH
--- The time range of each source, for timeline_pct.
+-- The time range of each source, for timeline_pct (table event_counts: each group's range of
+-- events, counted at ingest; the same as MIN/MAX over events, without reading them).
 source_range AS (
-    SELECT source, MIN(ts) AS first_ts, MAX(ts) AS last_ts
-    FROM events
+    SELECT source, MIN(first_ts) AS first_ts, MAX(last_ts) AS last_ts
+    FROM event_counts
     GROUP BY source
 )
 SELECT c.source, c.pid, c.device, c.pool, c.ptr,

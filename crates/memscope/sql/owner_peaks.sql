@@ -25,15 +25,12 @@
 -- @column blocks      BIGINT  count: number of blocks allocated (MALLOC rows)
 -- @column end_bytes   BIGINT  bytes: the owner's bytes still held at the end of the data (blocks never released, stock included)
 WITH
--- Each owner's live bytes after every row that changes them: table curve (owner,
--- owner_live_bytes), the running sum per owner of each series computed at ingest.
+-- Each owner's peak: the highest of its live bytes after the rows that change them
+-- (curve.owner_live_bytes, the running sum per owner of each series) and the first time it is
+-- reached, kept at ingest as the running sums are computed (table owner_live_peaks).
 owner_curve AS (
-    SELECT source, pid, device, pool, owner,
-           MAX(owner_live_bytes) AS peak_bytes,
-           FIRST_VALUE(ts ORDER BY owner_live_bytes DESC, ts, row_idx) AS peak_ts
-    FROM curve
-    WHERE owner IS NOT NULL
-    GROUP BY source, pid, device, pool, owner
+    SELECT source, pid, device, pool, owner, peak_bytes, peak_ts
+    FROM owner_live_peaks
 ),
 -- Allocated blocks per owner: bytes and count, and the bytes never released.
 owner_blocks AS (

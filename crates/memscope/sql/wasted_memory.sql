@@ -49,7 +49,7 @@ use_spans AS (
     GROUP BY source, pid, allocation_id
 ),
 data_end AS (
-    SELECT source, MAX(ts) AS last_ts FROM events GROUP BY source
+    SELECT source, MAX(last_ts) AS last_ts FROM event_counts GROUP BY source
 ),
 peaks AS (
     SELECT source, pid, device, pool,

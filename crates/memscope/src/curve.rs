@@ -25,6 +25,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::file::properties::WriterProperties;
 
 use memq_core::dataset::{sorting_columns, writer_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
@@ -412,6 +413,7 @@ pub struct Outputs<P> {
     pub step_usage: P,
     pub peaks: P,
     pub frag: P,
+    pub owner_peaks: P,
 }
 
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
@@ -497,6 +499,7 @@ pub fn finish(
         step_usage,
         peaks,
         frag: frag.close(source, out.frag, ordered(&schema::pool_frag()))?,
+        owner_peaks: owner_peaks(&owners, source, out.owner_peaks, ordered)?,
     })
 }
 
@@ -634,28 +637,126 @@ fn place_in_steps(batch: &RecordBatch, steps: &StepIndex) -> (UInt32Array, Int64
     (step_k.finish(), step.finish())
 }
 
+/// Table `owner_live_peaks` of `source` from the owners' running sums, in series then owner
+/// order; returns its rows.
+fn owner_peaks(
+    owners: &Sums,
+    source: &str,
+    out: &Path,
+    properties: impl Fn(&memq_core::catalog::TableDef) -> WriterProperties,
+) -> Result<u64> {
+    let mut rows: Vec<(&Sum, &str, (i64, Option<i64>))> = owners
+        .by_name
+        .iter()
+        .flat_map(|(name, list)| {
+            list.iter()
+                .filter_map(move |e| e.peak.map(|p| (e, name.as_str(), p)))
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.0.pid.is_none(), a.0.pid, &a.0.device, &a.0.pool, a.1).cmp(&(
+            b.0.pid.is_none(),
+            b.0.pid,
+            &b.0.device,
+            &b.0.pool,
+            b.1,
+        ))
+    });
+    let def = schema::owner_live_peaks();
+    let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![source; rows.len()])),
+        Arc::new(rows.iter().map(|r| r.0.pid).collect::<Int64Array>()),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.0.device.as_str()))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.0.pool.as_str()))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(rows.iter().map(|r| Some(r.1)).collect::<StringArray>()),
+        Arc::new(rows.iter().map(|r| Some(r.2 .0)).collect::<Int64Array>()),
+        Arc::new(rows.iter().map(|r| r.2 .1).collect::<Int64Array>()),
+    ];
+    sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
+    sink.close()
+}
+
+/// A running sum of (name, pid, device, pool), with its peak so far.
+struct Sum {
+    pid: Option<i64>,
+    device: String,
+    pool: String,
+    sum: i64,
+    /// The highest sum a curve row showed, and the time of the first row showing it.
+    peak: Option<(i64, Option<i64>)>,
+}
+
 /// Running sums by (name, pid, device, pool), looked up without allocating: by name first
 /// (an owner, or the pool itself), then among the few series that name appears in.
 #[derive(Default)]
 struct Sums {
-    by_name: HashMap<String, Vec<(Option<i64>, String, String, i64)>>,
+    by_name: HashMap<String, Vec<Sum>>,
 }
 
 impl Sums {
-    fn add(&mut self, name: &str, pid: Option<i64>, device: &str, pool: &str, d: i64) -> i64 {
+    /// Applies `f` to the sum of (name, pid, device, pool), a new one at 0 if need be.
+    fn with<R>(
+        &mut self,
+        name: &str,
+        (pid, device, pool): (Option<i64>, &str, &str),
+        f: impl FnOnce(&mut Sum) -> R,
+    ) -> R {
         let list = match self.by_name.get_mut(name) {
             Some(l) => l,
             None => self.by_name.entry(name.to_string()).or_default(),
         };
-        if let Some(e) = list
+        match list
             .iter_mut()
-            .find(|e| e.0 == pid && e.1 == device && e.2 == pool)
+            .find(|e| e.pid == pid && e.device == device && e.pool == pool)
         {
-            e.3 += d;
-            return e.3;
+            Some(e) => f(e),
+            None => {
+                let mut e = Sum {
+                    pid,
+                    device: device.to_string(),
+                    pool: pool.to_string(),
+                    sum: 0,
+                    peak: None,
+                };
+                let r = f(&mut e);
+                list.push(e);
+                r
+            }
         }
-        list.push((pid, device.to_string(), pool.to_string(), d));
-        d
+    }
+
+    fn add(&mut self, name: &str, pid: Option<i64>, device: &str, pool: &str, d: i64) -> i64 {
+        self.with(name, (pid, device, pool), |e| {
+            e.sum += d;
+            e.sum
+        })
+    }
+
+    /// [`Sums::add`] for a curve row at `ts` showing the new sum: keeps the peak (rows come in
+    /// time order, NULL times last, so the first row reaching it is the first seen).
+    fn add_shown(
+        &mut self,
+        name: &str,
+        (pid, device, pool): (Option<i64>, &str, &str),
+        d: i64,
+        ts: Option<i64>,
+    ) -> i64 {
+        self.with(name, (pid, device, pool), |e| {
+            e.sum += d;
+            if e.peak.is_none_or(|(p, _)| e.sum > p) {
+                e.peak = Some((e.sum, ts));
+            }
+            e.sum
+        })
     }
 }
 
@@ -676,6 +777,7 @@ fn running_sums(
     let pid = batch.column(0).as_primitive::<Int64Type>();
     let device = batch.column(1).as_string::<i32>();
     let pool = batch.column(2).as_string::<i32>();
+    let ts = batch.column(3).as_primitive::<Int64Type>();
     let row_idx = batch.column(5).as_primitive::<UInt64Type>();
     let delta = batch.column(DELTA).as_primitive::<Int64Type>();
     let shadow_end = batch.column(DELTA + 1).as_boolean();
@@ -706,7 +808,8 @@ fn running_sums(
             owner_live.append_null();
             owner_out.append_null();
         } else {
-            owner_live.append_value(owners.add(owner.value(i), p, dv, pl, od));
+            let t = ts.is_valid(i).then(|| ts.value(i));
+            owner_live.append_value(owners.add_shown(owner.value(i), (p, dv, pl), od, t));
             owner_out.append_value(owner.value(i));
         }
     }

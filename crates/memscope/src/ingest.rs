@@ -264,6 +264,7 @@ async fn derive(
         // written per series, in order, at the end of the pass: never through a sort
         peaks: out.table_file("curve_peaks", source.index)?,
         frag: out.table_file("pool_frag", source.index)?,
+        owner_peaks: out.table_file("owner_live_peaks", source.index)?,
     };
     let rows = crate::curve::finish(
         derived.curve_staging,
@@ -278,10 +279,12 @@ async fn derive(
             step_usage: &files.step_usage,
             peaks: &files.peaks,
             frag: &files.frag,
+            owner_peaks: &files.owner_peaks,
         },
     )?;
     out.record("curve_peaks", &files.peaks, rows.peaks);
     out.record("pool_frag", &files.frag, rows.frag);
+    out.record("owner_live_peaks", &files.owner_peaks, rows.owner_peaks);
     for (def, file, n) in [
         (ms::curve(), &files.curve, rows.curve),
         (ms::expansions(), &files.expansions, rows.expansions),

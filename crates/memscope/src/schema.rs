@@ -282,6 +282,23 @@ pub fn pool_frag() -> TableDef {
     }
 }
 
+pub fn owner_live_peaks() -> TableDef {
+    TableDef {
+        name: "owner_live_peaks",
+        doc: "The peak of each owner's live bytes in each series (curve.owner_live_bytes over the curve rows of that owner), found at ingest as the running sums are: what view owner_peaks reports as peak_bytes and peak_ts. Ordered by series, then owner.",
+        sort_order: &["source", "pid", "device", "pool", "owner"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            req("pool", Utf8, "pool = Event Type"),
+            req("owner", Utf8, "owner, as curve.owner names it"),
+            req("peak_bytes", Int64, "the highest owner_live_bytes of the owner's curve rows").bytes(),
+            col("peak_ts", Int64, "time of the first curve row reaching it").time_ns(),
+        ],
+    }
+}
+
 pub fn curve_peaks() -> TableDef {
     TableDef {
         name: "curve_peaks",
@@ -474,6 +491,7 @@ pub fn tables() -> Vec<TableDef> {
         usage_tiles(),
         step_usage(),
         curve_peaks(),
+        owner_live_peaks(),
         pool_frag(),
         expansions(),
         oom(),
