@@ -229,18 +229,21 @@ mod tests {
             starters(&snapshot_only, &all),
             ["snap_overview", "snap_peak", "snap_top_blocks"]
         );
-        let memscope_only = manifest(&[("events", 10), ("blocks", 5), ("curve", 7)]);
+        // a memscope dump's tables, as ingest writes them (the derived ones beside `curve`)
+        let memscope_tables = [
+            ("events", 10),
+            ("blocks", 5),
+            ("curve", 7),
+            ("curve_peaks", 4),
+            ("owner_live_peaks", 2),
+        ];
+        let memscope_only = manifest(&memscope_tables);
         let empty = without_data(&memscope_only, &all);
         assert!(
             empty.contains("snap_overview") && !empty.contains("peaks"),
             "{empty:?}"
         );
-        let both = manifest(&[
-            ("events", 10),
-            ("blocks", 5),
-            ("curve", 7),
-            ("snap_segments", 3),
-        ]);
+        let both = manifest(&[memscope_tables.as_slice(), &[("snap_segments", 3)]].concat());
         assert_eq!(
             starters(&both, &all),
             ["peaks", "snap_overview", "owner_peaks"]
