@@ -60,8 +60,9 @@ classified AS (
     WHERE alloc_ts IS NOT NULL
       AND ($pool IS NULL OR pool = $pool)
 ),
-totals AS (
-    SELECT source, pid, device, pool,
+-- one pass over the blocks: every count and sum, per series and owner group
+per_group AS (
+    SELECT source, pid, device, pool, grp,
            COUNT(*) FILTER (WHERE live_start) AS start_blocks,
            COALESCE(SUM(size) FILTER (WHERE live_start), 0) AS start_bytes,
            COUNT(*) FILTER (WHERE allocated AND NOT stock) AS alloc_count,
@@ -77,25 +78,34 @@ totals AS (
            COUNT(*) FILTER (WHERE live_end) AS end_blocks,
            COALESCE(SUM(size) FILTER (WHERE live_end), 0) AS end_bytes
     FROM classified
+    GROUP BY source, pid, device, pool, grp
+),
+-- the series' totals, and its 10 largest owner groups by bytes allocated in the window, live
+-- at the end and live at the start (a group is listed when it has such blocks)
+totals AS (
+    SELECT source, pid, device, pool,
+           SUM(start_blocks) AS start_blocks,
+           SUM(start_bytes) AS start_bytes,
+           SUM(alloc_count) AS alloc_count,
+           SUM(alloc_bytes) AS alloc_bytes,
+           SUM(promoted_count) AS promoted_count,
+           SUM(promoted_bytes) AS promoted_bytes,
+           SUM(free_count) AS free_count,
+           SUM(free_bytes) AS free_bytes,
+           SUM(shadow_free_count) AS shadow_free_count,
+           SUM(shadow_free_bytes) AS shadow_free_bytes,
+           SUM(replaced_count) AS replaced_count,
+           SUM(replaced_bytes) AS replaced_bytes,
+           SUM(end_blocks) AS end_blocks,
+           SUM(end_bytes) AS end_bytes,
+           array_slice(array_agg(named_struct('group', grp, 'bytes', alloc_bytes, 'blocks', alloc_count)
+                                 ORDER BY alloc_bytes DESC, grp) FILTER (WHERE alloc_count > 0), 1, 10) AS top_alloc_groups,
+           array_slice(array_agg(named_struct('group', grp, 'bytes', end_bytes, 'blocks', end_blocks)
+                                 ORDER BY end_bytes DESC, grp) FILTER (WHERE end_blocks > 0), 1, 10) AS top_end_groups,
+           array_slice(array_agg(named_struct('group', grp, 'bytes', start_bytes, 'blocks', start_blocks)
+                                 ORDER BY start_bytes DESC, grp) FILTER (WHERE start_blocks > 0), 1, 10) AS top_start_groups
+    FROM per_group
     GROUP BY source, pid, device, pool
-),
--- bytes per owner group: allocated in the window, live at the end, live at the start
-group_bytes AS (
-    SELECT source, pid, device, pool, grp, 'alloc' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
-    FROM classified WHERE allocated AND NOT stock GROUP BY source, pid, device, pool, grp
-    UNION ALL
-    SELECT source, pid, device, pool, grp, 'end' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
-    FROM classified WHERE live_end GROUP BY source, pid, device, pool, grp
-    UNION ALL
-    SELECT source, pid, device, pool, grp, 'start' AS what, SUM(size) AS bytes, COUNT(*) AS blocks
-    FROM classified WHERE live_start GROUP BY source, pid, device, pool, grp
-),
-top_groups AS (
-    SELECT source, pid, device, pool, what,
-           array_slice(array_agg(named_struct('group', grp, 'bytes', bytes, 'blocks', blocks)
-                                 ORDER BY bytes DESC, grp), 1, 10) AS top
-    FROM group_bytes
-    GROUP BY source, pid, device, pool, what
 ),
 -- counter peak among the rows inside the window
 peaks AS (
@@ -121,15 +131,9 @@ SELECT t.source, t.pid, t.device, t.pool,
        t.end_blocks - t.start_blocks AS net_blocks,
        t.end_bytes - t.start_bytes AS net_bytes,
        p.used_peak, p.used_peak_ts, p.used_peak_ts / p.unit_ns AS used_peak_ts_raw,
-       ga.top AS top_alloc_groups, ge.top AS top_end_groups, gs.top AS top_start_groups
+       t.top_alloc_groups, t.top_end_groups, t.top_start_groups
 FROM totals t
 LEFT JOIN peaks p
        ON p.source = t.source AND (p.pid IS NOT DISTINCT FROM t.pid) AND p.device = t.device AND p.pool = t.pool
-LEFT JOIN top_groups ga
-       ON ga.source = t.source AND (ga.pid IS NOT DISTINCT FROM t.pid) AND ga.device = t.device AND ga.pool = t.pool AND ga.what = 'alloc'
-LEFT JOIN top_groups ge
-       ON ge.source = t.source AND (ge.pid IS NOT DISTINCT FROM t.pid) AND ge.device = t.device AND ge.pool = t.pool AND ge.what = 'end'
-LEFT JOIN top_groups gs
-       ON gs.source = t.source AND (gs.pid IS NOT DISTINCT FROM t.pid) AND gs.device = t.device AND gs.pool = t.pool AND gs.what = 'start'
 WHERE t.start_blocks > 0 OR t.end_blocks > 0 OR t.alloc_count > 0 OR t.promoted_count > 0
    OR t.free_count > 0 OR t.shadow_free_count > 0 OR t.replaced_count > 0
