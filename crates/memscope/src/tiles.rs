@@ -1,6 +1,7 @@
-//! Tables `curve_tiles` and `curve_peaks`: each series of `curve` summarised as the rows go
-//! by, so that the analyses that fold a whole series (`curve_buckets`, `peaks`, the report's
-//! charts) read a few thousand rows instead of every row (design.md §9).
+//! Tables `curve_tiles`, `usage_tiles`, `step_usage` and `curve_peaks`: each series of `curve`
+//! summarised as the rows go by, so that the analyses that fold a whole series
+//! (`curve_buckets`, `trend`, `step_peaks`, `peaks`, the report's charts) read a few thousand
+//! rows instead of every row (design.md §9).
 //!
 //! A series (source, pid, device, pool) runs from its first to its last row with a time,
 //! `t_min` to `t_max`; its span `max(t_max - t_min, 1)` is cut into [`TILES`] equal tiles, a
@@ -9,11 +10,15 @@
 //! `curve_buckets(n)` bucket of a row is its tile `div (TILES / n)`:
 //! `floor(floor(x * T / s) / (T / n)) = floor(x * n / s)` for positive integers. So the
 //! buckets are folded from the tiles exactly; `curve_buckets` reads the rows for any other `n`.
+//! `usage_tiles` does the same for the points of view `usage_series` over the span of their
+//! `used >= 0` values (what `trend` buckets); points outside it fall in the first or last tile,
+//! as `trend` clamps them. `step_usage` folds the same points per step interval
+//! (`curve.step_k`).
 //!
 //! `curve_peaks` is the answer of view `peaks`: per series and metric, the highest valid value
 //! (counters `>= 0`; `live` is `curve.live_bytes`) and the first row reaching it. The rows of a
 //! series reach [`Summaries::scan`] in the curve's order (time, NULL times last, then
-//! `row_idx`), so "first" is the first seen.
+//! `row_idx`), so "first" is the first seen and "last" the last seen.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,7 +57,7 @@ pub struct Ranges {
 
 /// The tile of time `t` in `range`: `(t - lo) * TILES div span`, clamped to the tiles.
 fn tile_of(t: i64, (lo, hi): (i64, i64)) -> i64 {
-    let span = (hi - lo).max(1) as i128;
+    let span = (hi as i128 - lo as i128).max(1);
     let tile = ((t as i128 - lo as i128) * TILES as i128).div_euclid(span);
     tile.clamp(0, TILES as i128 - 1) as i64
 }
@@ -497,5 +502,61 @@ impl Summaries {
         ];
         sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
         Ok([tiles, usage, steps, sink.close()?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `trend`'s and `curve_buckets`' bucket of `t` in SQL terms (truncating division,
+    /// clamped), for spans where `x * n` fits in 64 bits.
+    fn bucket(t: i64, (lo, hi): (i64, i64), n: i64) -> i64 {
+        let span = (hi - lo).max(1);
+        ((t - lo) * n / span).clamp(0, n - 1)
+    }
+
+    #[test]
+    fn a_tile_lies_in_one_bucket_for_every_divisor() {
+        let divisors: Vec<i64> = (1..=TILES).filter(|n| TILES % n == 0).collect();
+        assert_eq!(divisors.len(), 84);
+        let ranges = [
+            (0, 0),
+            (5, 6),
+            (1_000, 1_997),
+            (-40, 1_000_003),
+            (1 << 40, (1 << 40) + 123_456_789),
+        ];
+        let mut seed = 7u64;
+        for range in ranges {
+            for k in 0..2_000 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // times inside the range, its ends, and a few outside (clamped, as trend does)
+                let width = (range.1 - range.0 + 21) as u64;
+                let t = match k {
+                    0 => range.0,
+                    1 => range.1,
+                    _ => range.0 - 10 + (seed >> 11) as i64 % width as i64,
+                };
+                let tile = tile_of(t, range);
+                assert!((0..TILES).contains(&tile));
+                for &n in &divisors {
+                    assert_eq!(
+                        tile / (TILES / n),
+                        bucket(t, range, n),
+                        "t {t} range {range:?} n {n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spans_beyond_64_bits_do_not_overflow() {
+        assert_eq!(tile_of(i64::MIN, (i64::MIN, i64::MAX)), 0);
+        assert_eq!(tile_of(i64::MAX, (i64::MIN, i64::MAX)), TILES - 1);
+        assert_eq!(tile_of(0, (i64::MIN, i64::MAX)), TILES / 2);
     }
 }
