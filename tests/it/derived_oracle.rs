@@ -2,7 +2,8 @@
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
-//! usage_tiles, step_peaks.sql against step_usage), on every kind of
+//! usage_tiles, step_peaks.sql against step_usage, hal_mallocs against the events it copies), on
+//! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
 
@@ -51,6 +52,10 @@ async fn register_oracle(engine: &memq_engine::Engine) {
         ("oracle_curve_buckets_240", curve_buckets_240),
         ("oracle_curve_buckets_13", curve_buckets_13),
         ("oracle_peaks", peaks),
+        (
+            "oracle_hal_mallocs",
+            "SELECT * FROM events WHERE event = 'MALLOC' AND event_type = 'HAL'".to_string(),
+        ),
         ("oracle_step_peaks", step_peaks),
         ("oracle_trend", trend),
         ("oracle_trend_13", trend_13),
@@ -88,6 +93,7 @@ async fn check(input: PathBuf) -> Vec<String> {
     let owner_cols = "source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes";
     let count_cols = "source, pid, device, event, event_type, rows, first_ts, last_ts, first_ts_raw, last_ts_raw, owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, device_used_rows, size_bytes";
     let peak_cols = "source, pid, device, pool, metric, peak_bytes, peak_ts, peak_ts_raw, peak_event, peak_id, points";
+    let hal_cols = "source, row_idx, pid, device, ts, ts_raw, ptr, size, owner, alloc_type, page_type, shadow, stack_py";
     let step_cols = "source, pid, device, step, origin, start_ts, end_ts, pool, points, start_used, peak_used, peak_ts, end_used, growth, growth_vs_prev";
     let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
@@ -125,6 +131,8 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_curve_buckets_13", "curve_buckets(13)", bucket_cols),
         ("peaks", "oracle_peaks", peak_cols),
         ("oracle_peaks", "peaks", peak_cols),
+        ("hal_mallocs", "oracle_hal_mallocs", hal_cols),
+        ("oracle_hal_mallocs", "hal_mallocs", hal_cols),
         ("step_peaks", "oracle_step_peaks", step_cols),
         ("oracle_step_peaks", "step_peaks", step_cols),
         ("trend(7)", "oracle_trend", trend_cols),

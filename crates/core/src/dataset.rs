@@ -24,8 +24,9 @@ use crate::error::{Location, MemqError, Result};
 
 /// Memory DataFusion may use for the ingest sorts before spilling to disk: 512 MiB, or half of
 /// `--memory-limit` (MEMQ_MEMORY_LIMIT_MB) when that is less. (10 M events: the `blocks` sort
-/// took the ingest to 1 092 MiB with 1 GiB here; with 512 MiB, 762 MiB and 31.0 s instead of
-/// 34.6 s: the spilled runs merge faster than a larger in-memory sort.)
+/// took the ingest to 1 092 MiB with 1 GiB here; with 512 MiB, 762–988 MiB over four runs, and
+/// 31.0 s instead of 34.6 s in the first: the spilled runs merge no slower than a larger
+/// in-memory sort.)
 fn sort_memory_bytes() -> usize {
     let limit = std::env::var("MEMQ_MEMORY_LIMIT_MB")
         .ok()

@@ -27,10 +27,10 @@
 -- @column largest_bytes       BIGINT  bytes: of the largest segment
 -- @column expandable_segments BOOLEAN verdict: the process made a non-promoted alloc_type:create HAL MALLOC (on any device of this file)
 WITH
-hal_mallocs AS (
+-- the HAL MALLOC rows of events (table hal_mallocs: copied out at ingest)
+hal_rows AS (
     SELECT source, pid, device, COALESCE(size, 0) AS size, alloc_type, shadow AS stock
-    FROM events
-    WHERE event = 'MALLOC' AND event_type = 'HAL'
+    FROM hal_mallocs
 ),
 per_device AS (
     SELECT source, pid, device,
@@ -47,7 +47,7 @@ per_device AS (
            COUNT(*) FILTER (WHERE size >= 104857600) AS ge_100mib_segments,
            COALESCE(SUM(size) FILTER (WHERE size >= 104857600), 0) AS ge_100mib_bytes,
            MAX(size) AS largest_bytes
-    FROM hal_mallocs
+    FROM hal_rows
     GROUP BY source, pid, device
 )
 SELECT *,

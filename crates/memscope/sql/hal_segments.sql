@@ -29,17 +29,17 @@
 -- @column stack_top           VARCHAR innermost Python frame of the MALLOC; NULL without a Python stack
 -- @column expandable_segments BOOLEAN verdict for the process: it made a non-promoted alloc_type:create HAL MALLOC
 WITH
-hal_mallocs AS (
+-- the HAL MALLOC rows of events (table hal_mallocs: copied out at ingest)
+hal_rows AS (
     SELECT source, row_idx, pid, device, ts, ts_raw, ptr, size, owner, alloc_type, page_type,
            shadow AS stock, stack_py
-    FROM events
-    WHERE event = 'MALLOC' AND event_type = 'HAL'
+    FROM hal_mallocs
 ),
 -- expandable-segments verdict per process of a file
 process_verdict AS (
     SELECT source, pid,
            bool_or(alloc_type = 'create' AND NOT stock) AS expandable_segments
-    FROM hal_mallocs
+    FROM hal_rows
     GROUP BY source, pid
 ),
 -- HAL blocks, to find where each segment ended
@@ -53,7 +53,7 @@ SELECT m.source, m.pid, m.device, m.ts, m.ts_raw, m.ptr, m.size, m.owner, m.allo
        b.end_ts - m.ts AS lifetime_ns,
        NULLIF(stack_frame(m.stack_py, 1), 'NA') AS stack_top,
        COALESCE(v.expandable_segments, FALSE) AS expandable_segments
-FROM hal_mallocs m
+FROM hal_rows m
 LEFT JOIN hal_blocks b ON b.source = m.source AND b.alloc_row = m.row_idx
 LEFT JOIN process_verdict v ON v.source = m.source AND (v.pid IS NOT DISTINCT FROM m.pid)
 WHERE m.size >= $min_bytes

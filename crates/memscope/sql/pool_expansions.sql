@@ -41,8 +41,8 @@ marks AS (
 hal_rows AS (
     SELECT source, pid, device, CAST(NULL AS VARCHAR) AS pool, CAST(NULL AS BIGINT UNSIGNED) AS key,
            -1 AS side, ts, row_idx, COALESCE(size, 0) AS hal_size
-    FROM events
-    WHERE event = 'MALLOC' AND event_type = 'HAL' AND NOT shadow
+    FROM hal_mallocs
+    WHERE NOT shadow
 ),
 -- one stream per (source, pid, device) of marks and HAL MALLOCs: the running count and bytes
 -- of the HAL MALLOCs up to each mark

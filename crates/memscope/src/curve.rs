@@ -645,7 +645,7 @@ fn owner_peaks(
     out: &Path,
     properties: impl Fn(&memq_core::catalog::TableDef) -> WriterProperties,
 ) -> Result<u64> {
-    let mut rows: Vec<(&Sum, &str, (i64, Option<i64>))> = owners
+    let mut rows: Vec<_> = owners
         .by_name
         .iter()
         .flat_map(|(name, list)| {

@@ -228,6 +228,36 @@ pub fn usage_tiles() -> TableDef {
     }
 }
 
+/// The columns of `events` that table `hal_mallocs` keeps.
+const HAL_MALLOC_COLUMNS: &[&str] = &[
+    "source",
+    "row_idx",
+    "pid",
+    "device",
+    "ts",
+    "ts_raw",
+    "ptr",
+    "size",
+    "owner",
+    "alloc_type",
+    "page_type",
+    "shadow",
+    "stack_py",
+];
+
+pub fn hal_mallocs() -> TableDef {
+    let events = events();
+    TableDef {
+        name: "hal_mallocs",
+        doc: "The HAL MALLOC rows of `events` (each a segment the driver handed out), with the columns hal_segments and hal_segment_summary read, copied at ingest so that they do not pick these rows out of every event. Same order as events.",
+        sort_order: &["source", "ts", "row_idx"],
+        columns: HAL_MALLOC_COLUMNS
+            .iter()
+            .filter_map(|n| events.columns.iter().find(|c| c.name == *n).cloned())
+            .collect(),
+    }
+}
+
 pub fn step_usage() -> TableDef {
     TableDef {
         name: "step_usage",
@@ -487,6 +517,7 @@ pub fn tables() -> Vec<TableDef> {
         event_counts(),
         blocks(),
         curve(),
+        hal_mallocs(),
         curve_tiles(),
         usage_tiles(),
         step_usage(),
