@@ -44,8 +44,9 @@ pub const MANIFEST: &str = "manifest.json";
 /// 2: table `steps` and `curve.step_k`/`curve.step` (found at ingest); 3: `steps.step_k`;
 /// 4: files laid out by rank (`TABLE/rank=R/NNNN.parquet`), `sources.rank/node/device/pid`,
 /// `oom.nth` (was `oom.rank`); 5: table `event_counts` (read by `stats` and `capabilities`);
-/// 6: table `expansions` (read by `pool_expansions`); 7: tables `curve_tiles` and `curve_peaks`
-/// (read by `curve_buckets` and `peaks`).
+/// 6: table `expansions` (read by `pool_expansions`); 7: the tables folded at ingest beside
+/// `curve` (`curve_tiles`, `usage_tiles`, `curve_peaks`, `step_usage`, `pool_frag`,
+/// `owner_live_peaks`) and `hal_mallocs`.
 pub const SCHEMA_VERSION: u32 = 7;
 
 /// The column every table but `sources` has: the rank of the job its source belongs to
