@@ -2,7 +2,7 @@
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
-//! usage_tiles, step_peaks.sql against step_usage, hal_mallocs against the events it copies), on
+//! usage_tiles, step_usage.sql against step_usage and step_peaks read from it, hal_mallocs against the events it copies), on
 //! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -40,7 +40,21 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let curve_buckets_240 = args("curve_buckets.sql", "$n", "240");
     let curve_buckets_13 = args("curve_buckets.sql", "$n", "13");
     let peaks = std::fs::read_to_string(dir.join("peaks.sql")).unwrap();
-    let step_peaks = std::fs::read_to_string(dir.join("step_peaks.sql")).unwrap();
+    let step_usage = std::fs::read_to_string(dir.join("step_usage.sql")).unwrap();
+    // step_peaks as it was: its intervals from the oracle, its pools from every curve series
+    let step_peaks =
+        std::fs::read_to_string(fixture_root().join("crates/memscope/sql/step_peaks.sql"))
+            .unwrap()
+            .replace("FROM step_usage", "FROM oracle_step_usage")
+            .replace(
+                "SELECT DISTINCT source, pid, device, pool\n    FROM intervals",
+                "SELECT DISTINCT source, pid, device, pool\n    FROM curve",
+            );
+    assert!(
+        step_peaks.contains("FROM oracle_step_usage")
+            && step_peaks.contains("pool\n    FROM curve"),
+        "step_peaks.sql no longer has the CTEs the oracle replaces"
+    );
     let trend = args("trend.sql", "$buckets", "7");
     let trend_13 = args("trend.sql", "$buckets", "13");
     let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
@@ -56,6 +70,7 @@ async fn register_oracle(engine: &memq_engine::Engine) {
             "oracle_hal_mallocs",
             "SELECT * FROM events WHERE event = 'MALLOC' AND event_type = 'HAL'".to_string(),
         ),
+        ("oracle_step_usage", step_usage),
         ("oracle_step_peaks", step_peaks),
         ("oracle_trend", trend),
         ("oracle_trend_13", trend_13),
@@ -94,6 +109,8 @@ async fn check(input: PathBuf) -> Vec<String> {
     let count_cols = "source, pid, device, event, event_type, rows, first_ts, last_ts, first_ts_raw, last_ts_raw, owner_rows, shadow_rows, py_stack_rows, c_stack_rows, counter_rows, device_used_rows, size_bytes";
     let peak_cols = "source, pid, device, pool, metric, peak_bytes, peak_ts, peak_ts_raw, peak_event, peak_id, points";
     let hal_cols = "source, row_idx, pid, device, ts, ts_raw, ptr, size, owner, alloc_type, page_type, shadow, stack_py";
+    let step_usage_cols =
+        "source, pid, device, pool, step_k, points, max_used, max_ts, last_inside, last_value";
     let step_cols = "source, pid, device, step, origin, start_ts, end_ts, pool, points, start_used, peak_used, peak_ts, end_used, growth, growth_vs_prev";
     let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
@@ -133,6 +150,8 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_peaks", "peaks", peak_cols),
         ("hal_mallocs", "oracle_hal_mallocs", hal_cols),
         ("oracle_hal_mallocs", "hal_mallocs", hal_cols),
+        ("step_usage", "oracle_step_usage", step_usage_cols),
+        ("oracle_step_usage", "step_usage", step_usage_cols),
         ("step_peaks", "oracle_step_peaks", step_cols),
         ("oracle_step_peaks", "step_peaks", step_cols),
         ("trend(7)", "oracle_trend", trend_cols),

@@ -18,10 +18,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Int64Array, Int64Builder, StringArray, StringBuilder,
+    Array, ArrayRef, BooleanBuilder, Int64Array, Int64Builder, StringArray, StringBuilder,
     UInt32Array, UInt32Builder, UInt64Array, UInt64Builder,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -31,6 +31,7 @@ use memq_core::dataset::{sorting_columns, writer_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
 use crate::schema;
+use crate::series::{opt, order_key, series_order, Series, SeriesMap, StagingCols};
 use crate::steps::StepIndex;
 use crate::tiles::Ranges;
 
@@ -88,9 +89,6 @@ pub struct CurveRow<'a> {
     pub old_owner: Option<&'a str>,
     pub old_delta: i64,
 }
-
-/// A series: (pid, device, pool).
-type Series = (Option<i64>, String, String);
 
 /// Series kept in files of their own; rows of any further series share one overflow file.
 const MAX_SERIES_FILES: usize = 64;
@@ -307,10 +305,7 @@ impl CurveStaging {
         let mut order: Vec<(&Series, usize)> =
             self.series.iter().map(|(s, &(f, _))| (s, f)).collect();
         // The table's order: pid (NULLs last), device, pool.
-        order.sort_by(|a, b| {
-            let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
-            k(a.0).cmp(&k(b.0))
-        });
+        order.sort_by(|a, b| series_order(a.0, b.0));
         let mut ranks: Vec<usize> = order.iter().map(|&(_, f)| f).collect();
         ranks.dedup();
         let sorted = self.overflow.is_none();
@@ -364,33 +359,26 @@ fn hal_usage_ranges(
     ranges: &mut HashMap<Series, Ranges>,
 ) -> Result<()> {
     let reader = FileReader::try_new(File::open(file).map_err(|e| MemqError::io(file, e))?, None)?;
-    let mut live: HashMap<Series, i64> = HashMap::new();
+    let mut live: SeriesMap<i64> = SeriesMap::default();
     for batch in reader {
         let batch = batch?;
-        let pid = batch.column(0).as_primitive::<Int64Type>();
-        let device = batch.column(1).as_string::<i32>();
-        let pool = batch.column(2).as_string::<i32>();
-        let ts = batch.column(3).as_primitive::<Int64Type>();
-        let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-        let delta = batch.column(DELTA).as_primitive::<Int64Type>();
-        let shadow_end = batch.column(DELTA + 1).as_boolean();
-        let owner = batch.column(OWNER).as_string::<i32>();
+        let c = StagingCols::new(&batch);
         for i in 0..batch.num_rows() {
-            if pool.value(i) != "HAL" {
+            let row_series = c.series(i);
+            if row_series.2 != "HAL" {
                 continue;
             }
-            let key: Series = (
-                pid.is_valid(i).then(|| pid.value(i)),
-                device.value(i).to_string(),
-                "HAL".to_string(),
-            );
-            let void = shadow_end.value(i) && held.contains(&row_idx.value(i));
-            let sum = live.entry(key.clone()).or_default();
-            if !void {
-                *sum += delta.value(i);
+            let void = c.void(i, held);
+            let (series, sum) = live.get_or(row_series, |_| 0);
+            if void {
+                continue;
             }
-            if !void && owner.is_valid(i) && *sum >= 0 && ts.is_valid(i) {
-                widen(&mut ranges.entry(key).or_default().usage, ts.value(i));
+            *sum += c.delta.value(i);
+            if c.owner.is_valid(i) && *sum >= 0 && c.ts.is_valid(i) {
+                // every staged series has its entry (CurveStaging::close)
+                if let Some(r) = ranges.get_mut(series) {
+                    widen(&mut r.usage, c.ts.value(i));
+                }
             }
         }
     }
@@ -451,8 +439,7 @@ pub fn finish(
             growth_def.schema(),
             properties(&growth_def),
         )?,
-        current: None,
-        others: HashMap::new(),
+        states: SeriesMap::default(),
     };
     let mut ranges = staged.ranges;
     for (file, _) in staged.files.iter().filter(|(_, hal)| *hal) {
@@ -470,22 +457,22 @@ pub fn finish(
         let reader = FileReader::try_new(file, None)?;
         for batch in reader {
             let batch = batch?;
-            let (live_bytes, owner, owner_live) =
-                running_sums(&batch, held, &mut live, &mut owners);
+            let c = StagingCols::new(&batch);
+            let (live_bytes, owner, owner_live) = running_sums(&c, held, &mut live, &mut owners);
             let n = batch.num_rows();
             let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
             let mut columns: Vec<ArrayRef> = vec![source_col];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
-            let (step_k, step) = place_in_steps(&batch, steps);
-            summaries.scan(&batch, &live_bytes, &owner, (&step_k, &step))?;
+            let (step_k, step) = place_in_steps(&c, steps);
+            summaries.scan(&c, &live_bytes, &owner, (&step_k, &step))?;
             columns.push(Arc::new(Int64Array::from(live_bytes)));
             columns.push(Arc::new(owner));
             columns.push(Arc::new(owner_live));
             columns.push(Arc::new(step_k));
             columns.push(Arc::new(step));
             sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
-            growth.scan(&batch, source)?;
-            frag.scan(&batch);
+            growth.scan(&c, source)?;
+            frag.scan(&c);
         }
         summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
@@ -516,63 +503,28 @@ struct Prev {
 /// (interleaved with other series in the overflow file), so one state per series suffices.
 struct Growth {
     sink: ParquetSink,
-    /// The series of the previous row with its state; the states of the other series.
-    current: Option<(Series, Prev)>,
-    others: HashMap<Series, Prev>,
+    /// The previous row of each series that carried a `total`; None before the first.
+    states: SeriesMap<Option<Prev>>,
 }
 
 impl Growth {
-    /// The state of series (pid, device, pool), made current.
-    fn state(&mut self, pid: Option<i64>, device: &str, pool: &str) -> &mut Option<(Series, Prev)> {
-        let same =
-            matches!(&self.current, Some((s, _)) if s.0 == pid && s.1 == device && s.2 == pool);
-        if !same {
-            if let Some((s, p)) = self.current.take() {
-                self.others.insert(s, p);
-            }
-            // None for a series seen for the first time: no previous row yet.
-            let key: Series = (pid, device.to_string(), pool.to_string());
-            self.current = self.others.remove(&key).map(|p| (key, p));
-        }
-        &mut self.current
-    }
-
-    fn scan(&mut self, batch: &RecordBatch, source: &str) -> Result<()> {
-        let pid = batch.column(0).as_primitive::<Int64Type>();
-        let device = batch.column(1).as_string::<i32>();
-        let pool = batch.column(2).as_string::<i32>();
-        let ts = batch.column(3).as_primitive::<Int64Type>();
-        let ts_raw = batch.column(4).as_primitive::<Int64Type>();
-        let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-        let event = batch.column(7).as_string::<i32>();
-        let used = batch.column(9).as_primitive::<Int64Type>();
-        let total = batch.column(10).as_primitive::<Int64Type>();
-        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
+    fn scan(&mut self, c: &StagingCols, source: &str) -> Result<()> {
         let mut rows: Vec<(usize, Prev)> = Vec::new();
-        for i in 0..batch.num_rows() {
-            if total.is_null(i) || pool.value(i) == "HAL" {
+        for i in 0..c.total.len() {
+            let series = c.series(i);
+            if c.total.is_null(i) || series.2 == "HAL" {
                 continue;
             }
-            let p = opt(pid, i);
             let now = Prev {
-                total: total.value(i),
-                used: opt(used, i),
-                ts: opt(ts, i),
-                row_idx: row_idx.value(i),
+                total: c.total.value(i),
+                used: opt(c.used, i),
+                ts: opt(c.ts, i),
+                row_idx: c.row_idx.value(i),
             };
-            let state = self.state(p, device.value(i), pool.value(i));
-            match state {
-                Some((_, prev)) => {
-                    let prev = std::mem::replace(prev, now);
-                    if total.value(i) > prev.total {
-                        rows.push((i, prev));
-                    }
-                }
-                None => {
-                    *state = Some((
-                        (p, device.value(i).to_string(), pool.value(i).to_string()),
-                        now,
-                    ));
+            let (_, state) = self.states.get_or(series, |_| None);
+            if let Some(prev) = state.replace(now) {
+                if c.total.value(i) > prev.total {
+                    rows.push((i, prev));
                 }
             }
         }
@@ -591,25 +543,25 @@ impl Growth {
         };
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![source; rows.len()])),
-            take(pid),
-            strings(device),
-            strings(pool),
-            take(ts),
-            take(ts_raw),
+            take(c.pid),
+            strings(c.device),
+            strings(c.pool),
+            take(c.ts),
+            take(c.ts_raw),
             Arc::new(
                 rows.iter()
-                    .map(|(i, _)| row_idx.value(*i))
+                    .map(|(i, _)| c.row_idx.value(*i))
                     .collect::<UInt64Array>(),
             ),
-            strings(event),
+            strings(c.event),
             Arc::new(rows.iter().map(|(_, p)| p.total).collect::<Int64Array>()),
             Arc::new(
                 rows.iter()
-                    .map(|(i, _)| total.value(*i))
+                    .map(|(i, _)| c.total.value(*i))
                     .collect::<Int64Array>(),
             ),
             Arc::new(rows.iter().map(|(_, p)| p.used).collect::<Int64Array>()),
-            take(used),
+            take(c.used),
             Arc::new(rows.iter().map(|(_, p)| p.ts).collect::<Int64Array>()),
             Arc::new(rows.iter().map(|(_, p)| p.row_idx).collect::<UInt64Array>()),
         ];
@@ -621,16 +573,12 @@ impl Growth {
 }
 
 /// Each row's place among the steps of its process and device (columns `step_k`, `step`).
-fn place_in_steps(batch: &RecordBatch, steps: &StepIndex) -> (UInt32Array, Int64Array) {
-    let pid = batch.column(0).as_primitive::<Int64Type>();
-    let device = batch.column(1).as_string::<i32>();
-    let ts = batch.column(3).as_primitive::<Int64Type>();
-    let mut step_k = UInt32Builder::with_capacity(batch.num_rows());
-    let mut step = Int64Builder::with_capacity(batch.num_rows());
-    for i in 0..batch.num_rows() {
-        let pid = pid.is_valid(i).then(|| pid.value(i));
-        let ts = ts.is_valid(i).then(|| ts.value(i));
-        let place = steps.place(pid, device.value(i), ts);
+fn place_in_steps(c: &StagingCols, steps: &StepIndex) -> (UInt32Array, Int64Array) {
+    let n = c.ts.len();
+    let mut step_k = UInt32Builder::with_capacity(n);
+    let mut step = Int64Builder::with_capacity(n);
+    for i in 0..n {
+        let place = steps.place(opt(c.pid, i), c.device.value(i), opt(c.ts, i));
         step_k.append_option(place.map(|p| p.0));
         step.append_option(place.and_then(|p| p.1));
     }
@@ -654,13 +602,8 @@ fn owner_peaks(
         })
         .collect();
     rows.sort_by(|a, b| {
-        (a.0.pid.is_none(), a.0.pid, &a.0.device, &a.0.pool, a.1).cmp(&(
-            b.0.pid.is_none(),
-            b.0.pid,
-            &b.0.device,
-            &b.0.pool,
-            b.1,
-        ))
+        (order_key(a.0.pid, &a.0.device, &a.0.pool), a.1)
+            .cmp(&(order_key(b.0.pid, &b.0.device, &b.0.pool), b.1))
     });
     let def = schema::owner_live_peaks();
     let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
@@ -760,57 +703,42 @@ impl Sums {
     }
 }
 
-/// Staging column positions used by the second step: the columns before DELTA are the
-/// curve's own (after `source`); then delta, shadow_end, and the four owner columns.
+/// The staging columns before this one are the curve's own (after `source`); then delta,
+/// shadow_end and the four owner columns ([`StagingCols`]).
 const DELTA: usize = 13;
-const OWNER: usize = 15;
 
 /// The live bytes of each row's series after the row, and of the row's owner in that series
 /// (NULL for a row that changes no owner's bytes), with the row's owner (NULL likewise). A shadow
 /// FREE whose block is held at the end changes nothing.
 fn running_sums(
-    batch: &RecordBatch,
+    c: &StagingCols,
     held: &HashSet<u64>,
     live: &mut Sums,
     owners: &mut Sums,
 ) -> (Vec<i64>, StringArray, Int64Array) {
-    let pid = batch.column(0).as_primitive::<Int64Type>();
-    let device = batch.column(1).as_string::<i32>();
-    let pool = batch.column(2).as_string::<i32>();
-    let ts = batch.column(3).as_primitive::<Int64Type>();
-    let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-    let delta = batch.column(DELTA).as_primitive::<Int64Type>();
-    let shadow_end = batch.column(DELTA + 1).as_boolean();
-    let owner = batch.column(OWNER).as_string::<i32>();
-    let owner_delta = batch.column(OWNER + 1).as_primitive::<Int64Type>();
-    let old_owner = batch.column(OWNER + 2).as_string::<i32>();
-    let old_delta = batch.column(OWNER + 3).as_primitive::<Int64Type>();
-    let mut series_live = Vec::with_capacity(batch.num_rows());
-    let mut owner_live = Int64Builder::with_capacity(batch.num_rows());
-    let mut owner_out = StringBuilder::with_capacity(batch.num_rows(), 0);
-    for i in 0..batch.num_rows() {
-        let (p, dv, pl) = (
-            pid.is_valid(i).then(|| pid.value(i)),
-            device.value(i),
-            pool.value(i),
-        );
-        let void = shadow_end.value(i) && held.contains(&row_idx.value(i));
+    let n = c.ts.len();
+    let mut series_live = Vec::with_capacity(n);
+    let mut owner_live = Int64Builder::with_capacity(n);
+    let mut owner_out = StringBuilder::with_capacity(n, 0);
+    for i in 0..n {
+        let (p, dv, pl) = c.series(i);
+        let void = c.void(i, held);
         let (d, od) = if void {
             (0, 0)
         } else {
-            (delta.value(i), owner_delta.value(i))
+            (c.delta.value(i), c.owner_delta.value(i))
         };
         series_live.push(live.add(pl, p, dv, pl, d));
-        if old_owner.is_valid(i) {
-            owners.add(old_owner.value(i), p, dv, pl, old_delta.value(i));
+        if c.old_owner.is_valid(i) {
+            owners.add(c.old_owner.value(i), p, dv, pl, c.old_delta.value(i));
         }
-        if owner.is_null(i) || void {
+        if c.owner.is_null(i) || void {
             owner_live.append_null();
             owner_out.append_null();
         } else {
-            let t = ts.is_valid(i).then(|| ts.value(i));
-            owner_live.append_value(owners.add_shown(owner.value(i), (p, dv, pl), od, t));
-            owner_out.append_value(owner.value(i));
+            let t = opt(c.ts, i);
+            owner_live.append_value(owners.add_shown(c.owner.value(i), (p, dv, pl), od, t));
+            owner_out.append_value(c.owner.value(i));
         }
     }
     (series_live, owner_out.finish(), owner_live.finish())

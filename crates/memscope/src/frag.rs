@@ -10,15 +10,14 @@
 //! the first seen.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, ListArray, StringArray, StructArray,
+    Array, ArrayRef, Float64Array, Int64Array, ListArray, StringArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::datatypes::{DataType, Field, Fields, Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::file::properties::WriterProperties;
 
@@ -26,8 +25,7 @@ use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
 
 use crate::schema;
-
-type Series = (Option<i64>, String, String);
+use crate::series::{opt, Series, SeriesMap, StagingCols};
 
 /// How many of the lowest-usage samples are kept.
 const LOWEST: usize = 5;
@@ -74,52 +72,27 @@ struct Fold {
 /// The folds of one source's framework-pool series.
 #[derive(Default)]
 pub struct Fragmentation {
-    series: HashMap<Series, Fold>,
-    last: Option<(Series, Fold)>,
+    series: SeriesMap<Fold>,
 }
 
 impl Fragmentation {
-    fn fold(&mut self, pid: Option<i64>, device: &str, pool: &str) -> &mut Fold {
-        let same = matches!(&self.last, Some((s, _)) if s.0 == pid && s.1 == device && s.2 == pool);
-        if !same {
-            if let Some((s, f)) = self.last.take() {
-                self.series.insert(s, f);
-            }
-            let key: Series = (pid, device.to_string(), pool.to_string());
-            let f = self.series.remove(&key).unwrap_or_default();
-            self.last = Some((key, f));
-        }
-        match &mut self.last {
-            Some((_, f)) => f,
-            None => unreachable!("made current above"),
-        }
-    }
-
-    /// Folds a batch of staging rows (the curve's columns after `source`).
-    pub fn scan(&mut self, batch: &RecordBatch) {
-        let pid = batch.column(0).as_primitive::<Int64Type>();
-        let device = batch.column(1).as_string::<i32>();
-        let pool = batch.column(2).as_string::<i32>();
-        let ts = batch.column(3).as_primitive::<Int64Type>();
-        let ts_raw = batch.column(4).as_primitive::<Int64Type>();
-        let row_idx = batch.column(5).as_primitive::<UInt64Type>();
-        let used = batch.column(9).as_primitive::<Int64Type>();
-        let total = batch.column(10).as_primitive::<Int64Type>();
-        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
-        for i in 0..batch.num_rows() {
-            if total.is_null(i) || pool.value(i) == "HAL" {
+    /// Folds a batch of staging rows.
+    pub fn scan(&mut self, c: &StagingCols) {
+        for i in 0..c.total.len() {
+            let series = c.series(i);
+            if c.total.is_null(i) || series.2 == "HAL" {
                 continue;
             }
-            let f = self.fold(opt(pid, i), device.value(i), pool.value(i));
-            let tot = total.value(i);
+            let (_, f) = self.series.get_or(series, |_| Fold::default());
+            let tot = c.total.value(i);
             f.rows += 1;
             f.peak_total = Some(f.peak_total.map_or(tot, |p| p.max(tot)));
-            let Some(u) = opt(used, i).filter(|_| tot > 0) else {
+            let Some(u) = opt(c.used, i).filter(|_| tot > 0) else {
                 continue;
             };
             let frag = (tot - u) as f64 / tot as f64 * 100.0;
-            let t = opt(ts, i);
-            let raw = opt(ts_raw, i);
+            let t = opt(c.ts, i);
+            let raw = opt(c.ts_raw, i);
             f.samples += 1;
             f.frag_sum += frag;
             f.current = Some((frag, raw, u, tot));
@@ -132,7 +105,7 @@ impl Fragmentation {
             let low = Low {
                 usage_pct: u as f64 / tot as f64 * 100.0,
                 ts: t,
-                row_idx: row_idx.value(i),
+                row_idx: c.row_idx.value(i),
                 ts_raw: raw,
                 used: u,
                 total: tot,
@@ -146,14 +119,8 @@ impl Fragmentation {
     }
 
     /// Writes table `pool_frag` of `source` to `out`, in series order; returns its rows.
-    pub fn close(mut self, source: &str, out: &Path, properties: WriterProperties) -> Result<u64> {
-        let mut series: Vec<(Series, Fold)> = self.series.drain().collect();
-        series.extend(self.last.take());
-        // the table's order: pid (NULLs last), device, pool
-        series.sort_by(|a, b| {
-            let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
-            k(&a.0).cmp(&k(&b.0))
-        });
+    pub fn close(self, source: &str, out: &Path, properties: WriterProperties) -> Result<u64> {
+        let series = self.series.into_sorted();
         let def = schema::pool_frag();
         let mut sink = ParquetSink::create_with(out, def.schema(), properties)?;
         let n = series.len();

@@ -23,6 +23,7 @@ pub mod output;
 pub mod owner;
 pub mod records;
 pub mod schema;
+pub mod series;
 pub mod steps;
 pub mod tiles;
 pub mod to_db;

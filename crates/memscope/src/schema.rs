@@ -4,7 +4,7 @@ use datafusion::arrow::datatypes::DataType::{
     Boolean, Float64, Int32, Int64, UInt32, UInt64, Utf8,
 };
 
-use memq_core::catalog::{col, req, TableDef, Unit};
+use memq_core::catalog::{col, req, ColumnDef, TableDef, Unit};
 
 pub fn events() -> TableDef {
     TableDef {
@@ -183,16 +183,23 @@ macro_rules! tile_metric {
     };
 }
 
-pub fn curve_tiles() -> TableDef {
-    let mut columns = vec![
+/// The key columns of the tables kept per series of `curve`: (source, pid, device, pool).
+fn series_columns() -> Vec<ColumnDef> {
+    vec![
         req("source", Utf8, "input file"),
         col("pid", Int64, "process id"),
         req("device", Utf8, "Device Id as written"),
         req("pool", Utf8, "pool = Event Type"),
+    ]
+}
+
+pub fn curve_tiles() -> TableDef {
+    let mut columns = series_columns();
+    columns.extend([
         req("tile", Int64, "0-based tile of the series: min((ts - t_min) * 20160 div max(t_max - t_min, 1), 20159)"),
         req("t_min", Int64, "time of the series' first curve row with a time").time_ns(),
         req("t_max", Int64, "time of the series' last curve row with a time").time_ns(),
-    ];
+    ]);
     columns.extend(tile_metric!("used", "`used` (>= 0)"));
     columns.extend(tile_metric!("total", "`total` (>= 0)"));
     columns.extend(tile_metric!("process_used", "`process_used` (>= 0)"));
@@ -211,20 +218,20 @@ pub fn usage_tiles() -> TableDef {
         name: "usage_tiles",
         doc: "The points of view usage_series (each pool's counters; for HAL the live bytes of the rows that change a block's bytes) folded into 20160 equal time tiles per series at ingest, over the series' span from its first to its last point with used >= 0 (points before or after it fall in the first or last tile). trend(buckets) folds these tiles when buckets divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
         sort_order: &["source", "pid", "device", "pool", "tile"],
-        columns: vec![
-            req("source", Utf8, "input file"),
-            col("pid", Int64, "process id"),
-            req("device", Utf8, "Device Id as written"),
-            req("pool", Utf8, "pool = Event Type"),
-            req("tile", Int64, "0-based tile: (ts - ts_min) * 20160 div max(ts_max - ts_min, 1), clamped to 0..20159"),
-            req("ts_min", Int64, "time of the series' first point with used >= 0").time_ns(),
-            req("ts_max", Int64, "time of the series' last point with used >= 0").time_ns(),
-            req("points", Int64, "count: points of the series in the tile (whatever their values)"),
-            col("used_last", Int64, "bytes: the tile's last used >= 0; NULL when none").bytes(),
-            col("used_min", Int64, "bytes: the tile's smallest used >= 0; NULL when none").bytes(),
-            col("used_max", Int64, "bytes: the tile's largest used >= 0; NULL when none").bytes(),
-            col("total_last", Int64, "bytes: the tile's last total >= 0 (HAL: its used); NULL when none").bytes(),
-        ],
+        columns: [
+            series_columns(),
+            vec![
+                req("tile", Int64, "0-based tile: (ts - ts_min) * 20160 div max(ts_max - ts_min, 1), clamped to 0..20159"),
+                req("ts_min", Int64, "time of the series' first point with used >= 0").time_ns(),
+                req("ts_max", Int64, "time of the series' last point with used >= 0").time_ns(),
+                req("points", Int64, "count: points of the series in the tile (whatever their values)"),
+                col("used_last", Int64, "bytes: the tile's last used >= 0; NULL when none").bytes(),
+                col("used_min", Int64, "bytes: the tile's smallest used >= 0; NULL when none").bytes(),
+                col("used_max", Int64, "bytes: the tile's largest used >= 0; NULL when none").bytes(),
+                col("total_last", Int64, "bytes: the tile's last total >= 0 (HAL: its used); NULL when none").bytes(),
+            ],
+        ]
+        .concat(),
     }
 }
 
@@ -263,23 +270,23 @@ pub fn step_usage() -> TableDef {
         name: "step_usage",
         doc: "The points of view usage_series folded per step interval at ingest: for each series and curve.step_k (from the start of that step of the process and device to the start of the next; 0 before the first step), the values of its points inside the step and the last value of the interval. Read by step_peaks (crates/memscope/src/tiles.rs). Ordered by series, then step_k.",
         sort_order: &["source", "pid", "device", "pool", "step_k"],
-        columns: vec![
-            req("source", Utf8, "input file"),
-            col("pid", Int64, "process id"),
-            req("device", Utf8, "Device Id as written"),
-            req("pool", Utf8, "pool = Event Type"),
-            req("step_k", Int64, "curve.step_k of the interval's points"),
-            req("points", Int64, "count: points inside the step (curve.step set)"),
-            col("max_used", Int64, "bytes: the largest used of the points inside the step; NULL when none").bytes(),
-            col("max_ts", Int64, "time of the first point inside the step reaching max_used").time_ns(),
-            col("last_inside", Int64, "bytes: the last used inside the step; NULL when none").bytes(),
-            req("last_value", Int64, "bytes: the last used of the interval").bytes(),
-        ],
+        columns: [
+            series_columns(),
+            vec![
+                req("step_k", Int64, "curve.step_k of the interval's points"),
+                req("points", Int64, "count: points inside the step (curve.step set)"),
+                col("max_used", Int64, "bytes: the largest used of the points inside the step; NULL when none").bytes(),
+                col("max_ts", Int64, "time of the first point inside the step reaching max_used").time_ns(),
+                col("last_inside", Int64, "bytes: the last used inside the step; NULL when none").bytes(),
+                req("last_value", Int64, "bytes: the last used of the interval").bytes(),
+            ],
+        ]
+        .concat(),
     }
 }
 
 pub fn pool_frag() -> TableDef {
-    let lowest = memq_core::catalog::ColumnDef {
+    let lowest = ColumnDef {
         name: "lowest_usage",
         data_type: crate::frag::lowest_type(),
         nullable: true,
@@ -290,25 +297,25 @@ pub fn pool_frag() -> TableDef {
         name: "pool_frag",
         doc: "The figures of view fragmentation for each series of a framework pool (not HAL) with rows carrying `total`, folded at ingest as curve is written (crates/memscope/src/frag.rs). A sample is a row with `used` and `total > 0`; fragmentation = (total - used) / total * 100. Ordered by series.",
         sort_order: &["source", "pid", "device", "pool"],
-        columns: vec![
-            req("source", Utf8, "input file"),
-            col("pid", Int64, "process id"),
-            req("device", Utf8, "Device Id as written"),
-            req("pool", Utf8, "pool = Event Type"),
-            req("rows", Int64, "count: rows of the series carrying total"),
-            col("peak_total", Int64, "bytes: the largest total").bytes(),
-            req("samples", Int64, "count: samples (rows with used and total > 0)"),
-            col("current_frag_pct", Float64, "%: fragmentation of the last sample").unit(Unit::Percent),
-            col("current_ts", Int64, "time of the latest sample").time_ns(),
-            col("current_ts_raw", Int64, "time of the last sample as written"),
-            col("peak_frag_pct", Float64, "%: the highest fragmentation of a sample").unit(Unit::Percent),
-            col("peak_ts", Int64, "time of the first sample with the highest fragmentation").time_ns(),
-            col("peak_ts_raw", Int64, "the same time as written"),
-            col("mean_frag_pct", Float64, "%: mean fragmentation of the samples").unit(Unit::Percent),
-            col("used_last", Int64, "bytes: used of the last sample").bytes(),
-            col("total_last", Int64, "bytes: total of the last sample").bytes(),
-            lowest,
-        ],
+        columns: [
+            series_columns(),
+            vec![
+                req("rows", Int64, "count: rows of the series carrying total"),
+                col("peak_total", Int64, "bytes: the largest total").bytes(),
+                req("samples", Int64, "count: samples (rows with used and total > 0)"),
+                col("current_frag_pct", Float64, "%: fragmentation of the last sample").unit(Unit::Percent),
+                col("current_ts", Int64, "time of the latest sample").time_ns(),
+                col("current_ts_raw", Int64, "time of the last sample as written"),
+                col("peak_frag_pct", Float64, "%: the highest fragmentation of a sample").unit(Unit::Percent),
+                col("peak_ts", Int64, "time of the first sample with the highest fragmentation").time_ns(),
+                col("peak_ts_raw", Int64, "the same time as written"),
+                col("mean_frag_pct", Float64, "%: mean fragmentation of the samples").unit(Unit::Percent),
+                col("used_last", Int64, "bytes: used of the last sample").bytes(),
+                col("total_last", Int64, "bytes: total of the last sample").bytes(),
+                lowest,
+            ],
+        ]
+        .concat(),
     }
 }
 
@@ -317,15 +324,15 @@ pub fn owner_live_peaks() -> TableDef {
         name: "owner_live_peaks",
         doc: "The peak of each owner's live bytes in each series (curve.owner_live_bytes over the curve rows of that owner), found at ingest as the running sums are: what view owner_peaks reports as peak_bytes and peak_ts. Ordered by series, then owner.",
         sort_order: &["source", "pid", "device", "pool", "owner"],
-        columns: vec![
-            req("source", Utf8, "input file"),
-            col("pid", Int64, "process id"),
-            req("device", Utf8, "Device Id as written"),
-            req("pool", Utf8, "pool = Event Type"),
-            req("owner", Utf8, "owner, as curve.owner names it"),
-            req("peak_bytes", Int64, "the highest owner_live_bytes of the owner's curve rows").bytes(),
-            col("peak_ts", Int64, "time of the first curve row reaching it").time_ns(),
-        ],
+        columns: [
+            series_columns(),
+            vec![
+                req("owner", Utf8, "owner, as curve.owner names it"),
+                req("peak_bytes", Int64, "the highest owner_live_bytes of the owner's curve rows").bytes(),
+                col("peak_ts", Int64, "time of the first curve row reaching it").time_ns(),
+            ],
+        ]
+        .concat(),
     }
 }
 
@@ -334,19 +341,19 @@ pub fn curve_peaks() -> TableDef {
         name: "curve_peaks",
         doc: "The peak of each metric of each series of `curve`, found at ingest: what view `peaks` lists (see its documentation).",
         sort_order: &["source", "pid", "device", "pool", "metric"],
-        columns: vec![
-            req("source", Utf8, "input file"),
-            col("pid", Int64, "process id"),
-            req("device", Utf8, "Device Id as written"),
-            req("pool", Utf8, "pool = Event Type"),
-            req("metric", Utf8, "used, total, process_used, device_used (counters written by the tool) or live (curve.live_bytes)"),
-            req("peak_bytes", Int64, "the highest valid (>= 0) value of the metric in the series").bytes(),
-            col("peak_ts", Int64, "time of the first row reaching the peak").time_ns(),
-            col("peak_ts_raw", Int64, "the same time as written in the file (µs for G1 sources)"),
-            req("peak_event", Utf8, "MALLOC or FREE: the event of that row"),
-            req("peak_id", Int64, "the tool's event ID of that row"),
-            req("points", Int64, "count: rows with a valid value of the metric in the series"),
-        ],
+        columns: [
+            series_columns(),
+            vec![
+                req("metric", Utf8, "used, total, process_used, device_used (counters written by the tool) or live (curve.live_bytes)"),
+                req("peak_bytes", Int64, "the highest valid (>= 0) value of the metric in the series").bytes(),
+                col("peak_ts", Int64, "time of the first row reaching the peak").time_ns(),
+                col("peak_ts_raw", Int64, "the same time as written in the file (µs for G1 sources)"),
+                req("peak_event", Utf8, "MALLOC or FREE: the event of that row"),
+                req("peak_id", Int64, "the tool's event ID of that row"),
+                req("points", Int64, "count: rows with a valid value of the metric in the series"),
+            ],
+        ]
+        .concat(),
     }
 }
 

@@ -25,9 +25,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, Int64Builder, StringArray, StringBuilder, UInt32Array,
+    Array, ArrayRef, Int64Array, Int64Builder, StringArray, StringBuilder, UInt32Array,
 };
-use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use datafusion::parquet::file::properties::WriterProperties;
@@ -36,6 +35,7 @@ use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
 
 use crate::schema;
+use crate::series::{opt, Series, SeriesMap, StagingCols};
 
 /// Tiles per series: 20 160 = 2^6 · 3^2 · 5 · 7, divisible by every n up to 10 and by 12, 14,
 /// 15, 16, 18, 20, 24, 28, 30, 32, 35, 36, 40, ..., 240, 280, 288, 315, 320, 336, 360, ...
@@ -43,8 +43,6 @@ pub const TILES: i64 = 20_160;
 
 /// The metrics, in the order of the tile columns.
 pub const METRICS: [&str; 5] = ["used", "total", "process_used", "device_used", "live"];
-
-type Series = (Option<i64>, String, String);
 
 /// A series' time ranges: of its rows with a time (`curve_tiles`), and of its usage points
 /// with a value >= 0 (`usage_tiles`, view usage_series: `used`, for HAL the live bytes of the
@@ -134,17 +132,23 @@ struct State {
     peaks: [Peak; 5],
 }
 
-/// Closed tiles (or steps) waiting to be written, with their series and key; `ranged`: the
-/// table has the series' range columns after the key.
+/// Closed tiles (or steps) waiting to be written, with their series, key and (for the tile
+/// tables) the series' range, written after the key.
 struct Pending<F> {
-    rows: Vec<(Series, i64, (i64, i64), F)>,
+    rows: Vec<(Series, i64, Option<(i64, i64)>, F)>,
     sink: ParquetSink,
-    ranged: bool,
 }
 
 impl<F> Pending<F> {
+    fn create(def: &TableDef, out: &Path, properties: Properties) -> Result<Pending<F>> {
+        Ok(Pending {
+            rows: Vec::new(),
+            sink: ParquetSink::create_with(out, def.schema(), properties(def))?,
+        })
+    }
+
     fn push(&mut self, series: &Series, tile: Option<(i64, F)>, range: Option<(i64, i64)>) {
-        if let (Some((k, f)), Some(range)) = (tile, range) {
+        if let Some((k, f)) = tile {
             self.rows.push((series.clone(), k, range, f));
         }
     }
@@ -169,7 +173,7 @@ impl<F> Pending<F> {
             device.append_value(d);
             pool.append_value(pl);
         }
-        let ints = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
+        let ints = |f: &dyn Fn(usize) -> Option<i64>| -> ArrayRef {
             Arc::new((0..n).map(f).collect::<Int64Array>())
         };
         let mut columns: Vec<ArrayRef> = vec![
@@ -177,11 +181,11 @@ impl<F> Pending<F> {
             Arc::new(pid.finish()),
             Arc::new(device.finish()),
             Arc::new(pool.finish()),
-            ints(&|i| rows[i].1),
+            ints(&|i| Some(rows[i].1)),
         ];
-        if self.ranged {
-            columns.push(ints(&|i| rows[i].2 .0));
-            columns.push(ints(&|i| rows[i].2 .1));
+        if rows[0].2.is_some() {
+            columns.push(ints(&|i| rows[i].2.map(|r| r.0)));
+            columns.push(ints(&|i| rows[i].2.map(|r| r.1)));
         }
         let folds: Vec<&F> = rows.iter().map(|r| &r.3).collect();
         columns.extend(values(&folds));
@@ -195,46 +199,64 @@ fn column<F>(folds: &[&F], f: impl Fn(&F) -> Option<i64>) -> ArrayRef {
     Arc::new(folds.iter().map(|x| f(x)).collect::<Int64Array>())
 }
 
-/// The state of each series, the current one (rows of a series come in runs) apart.
-struct States {
-    ranges: HashMap<Series, Ranges>,
-    current: Option<(Series, State)>,
-    others: HashMap<Series, State>,
+/// The tables filled tile by tile (or step by step).
+struct Tables {
+    tiles: Pending<[Fold; 5]>,
+    usage: Pending<UsageFold>,
+    steps: Pending<StepFold>,
 }
 
-impl States {
-    /// The state of series (pid, device, pool), made current.
-    fn state(&mut self, pid: Option<i64>, device: &str, pool: &str) -> (&Series, &mut State) {
-        let same =
-            matches!(&self.current, Some((s, _)) if s.0 == pid && s.1 == device && s.2 == pool);
-        if !same {
-            if let Some((s, st)) = self.current.take() {
-                self.others.insert(s, st);
+impl Tables {
+    /// Closes the tiles `st` has open.
+    fn close_open(&mut self, s: &Series, st: &mut State) {
+        self.tiles.push(s, st.tile.take(), st.ranges.curve);
+        self.usage.push(s, st.usage.take(), st.ranges.usage);
+        self.steps.push(s, st.step.take(), None);
+    }
+
+    fn pending(&self) -> usize {
+        self.tiles.rows.len() + self.usage.rows.len() + self.steps.rows.len()
+    }
+
+    fn write(&mut self, source: &str) -> Result<()> {
+        self.tiles.write(&source, &schema::curve_tiles(), |folds| {
+            let mut columns = Vec::new();
+            for m in 0..METRICS.len() {
+                columns.push(column(folds, |f| Some(f[m].points)));
+                columns.push(column(folds, |f| f[m].get(|x| x.first)));
+                columns.push(column(folds, |f| f[m].get(|x| x.last)));
+                columns.push(column(folds, |f| f[m].get(|x| x.min)));
+                columns.push(column(folds, |f| f[m].get(|x| x.max)));
             }
-            let key: Series = (pid, device.to_string(), pool.to_string());
-            let st = self.others.remove(&key).unwrap_or_else(|| State {
-                ranges: self.ranges.get(&key).copied().unwrap_or_default(),
-                tile: None,
-                usage: None,
-                step: None,
-                peaks: Default::default(),
-            });
-            self.current = Some((key, st));
-        }
-        match &mut self.current {
-            Some((s, st)) => (&*s, st),
-            None => unreachable!("made current above"),
-        }
+            columns
+        })?;
+        self.usage.write(&source, &schema::usage_tiles(), |folds| {
+            vec![
+                column(folds, |f| Some(f.points)),
+                column(folds, |f| f.used.get(|x| x.last)),
+                column(folds, |f| f.used.get(|x| x.min)),
+                column(folds, |f| f.used.get(|x| x.max)),
+                column(folds, |f| f.total.get(|x| x.last)),
+            ]
+        })?;
+        self.steps.write(&source, &schema::step_usage(), |folds| {
+            vec![
+                column(folds, |f| Some(f.points)),
+                column(folds, |f| f.max_used),
+                column(folds, |f| f.max_ts),
+                column(folds, |f| f.last_inside),
+                column(folds, |f| Some(f.last_value)),
+            ]
+        })
     }
 }
 
 /// The tiles and peaks of one source's curve, written as the curve is.
 pub struct Summaries {
     source: String,
-    states: States,
-    tiles: Pending<[Fold; 5]>,
-    usage: Pending<UsageFold>,
-    steps: Pending<StepFold>,
+    ranges: HashMap<Series, Ranges>,
+    states: SeriesMap<State>,
+    tables: Tables,
     peaks_out: std::path::PathBuf,
 }
 
@@ -251,30 +273,14 @@ impl Summaries {
         outs: [&Path; 4],
         properties: Properties,
     ) -> Result<Summaries> {
-        let sink = |def: TableDef, out: &Path| {
-            ParquetSink::create_with(out, def.schema(), properties(&def))
-        };
         Ok(Summaries {
             source: source.to_string(),
-            states: States {
-                ranges,
-                current: None,
-                others: HashMap::new(),
-            },
-            tiles: Pending {
-                rows: Vec::new(),
-                sink: sink(schema::curve_tiles(), outs[0])?,
-                ranged: true,
-            },
-            usage: Pending {
-                rows: Vec::new(),
-                sink: sink(schema::usage_tiles(), outs[1])?,
-                ranged: true,
-            },
-            steps: Pending {
-                rows: Vec::new(),
-                sink: sink(schema::step_usage(), outs[2])?,
-                ranged: false,
+            ranges,
+            states: SeriesMap::default(),
+            tables: Tables {
+                tiles: Pending::create(&schema::curve_tiles(), outs[0], properties)?,
+                usage: Pending::create(&schema::usage_tiles(), outs[1], properties)?,
+                steps: Pending::create(&schema::step_usage(), outs[2], properties)?,
             },
             peaks_out: outs[3].to_path_buf(),
         })
@@ -284,55 +290,51 @@ impl Summaries {
     /// and place among the steps (as `curve` stores them).
     pub fn scan(
         &mut self,
-        batch: &RecordBatch,
+        c: &StagingCols,
         live: &[i64],
         owner: &StringArray,
         (step_k, step): (&UInt32Array, &Int64Array),
     ) -> Result<()> {
-        let pid = batch.column(0).as_primitive::<Int64Type>();
-        let device = batch.column(1).as_string::<i32>();
-        let pool = batch.column(2).as_string::<i32>();
-        let ts = batch.column(3).as_primitive::<Int64Type>();
-        let ts_raw = batch.column(4).as_primitive::<Int64Type>();
-        let id = batch.column(6).as_primitive::<Int64Type>();
-        let event = batch.column(7).as_string::<i32>();
-        let counters = [9, 10, 11, 12].map(|c| batch.column(c).as_primitive::<Int64Type>());
-        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
-        for i in 0..batch.num_rows() {
+        let ranges = &self.ranges;
+        for (i, &live) in live.iter().enumerate() {
             let raw = [
-                opt(counters[0], i),
-                opt(counters[1], i),
-                opt(counters[2], i),
-                opt(counters[3], i),
-                Some(live[i]),
+                opt(c.used, i),
+                opt(c.total, i),
+                opt(c.process_used, i),
+                opt(c.device_used, i),
+                Some(live),
             ];
             let values = raw.map(|v| v.filter(|&v| v >= 0));
-            let t = opt(ts, i);
-            let hal = pool.value(i) == "HAL";
-            let (series, st) = self
-                .states
-                .state(opt(pid, i), device.value(i), pool.value(i));
+            let t = opt(c.ts, i);
+            let row_series = c.series(i);
+            let hal = row_series.2 == "HAL";
+            let (series, st) = self.states.get_or(row_series, |key| State {
+                ranges: ranges.get(key).copied().unwrap_or_default(),
+                tile: None,
+                usage: None,
+                step: None,
+                peaks: Default::default(),
+            });
             for (m, v) in values.iter().enumerate() {
                 let Some(v) = *v else { continue };
                 let p = &mut st.peaks[m];
                 p.points += 1;
                 if p.points == 1 || v > p.value {
-                    *p = Peak {
-                        points: p.points,
-                        value: v,
-                        ts: t,
-                        ts_raw: opt(ts_raw, i),
-                        event: event.value(i).to_string(),
-                        id: id.value(i),
-                    };
+                    p.value = v;
+                    p.ts = t;
+                    p.ts_raw = opt(c.ts_raw, i);
+                    // a rising series makes a new peak on every row: the text's buffer is kept
+                    p.event.clear();
+                    p.event.push_str(c.event.value(i));
+                    p.id = c.id.value(i);
                 }
             }
             let Some(t) = t else { continue };
             // times never go back within a series: a new tile closes the one before
             if let Some(range) = st.ranges.curve {
                 let k = tile_of(t, range);
-                self.tiles
-                    .push(series, st.tile.take_if(|(j, _)| *j != k), Some(range));
+                let closed = st.tile.take_if(|(j, _)| *j != k);
+                self.tables.tiles.push(series, closed, Some(range));
                 let (_, folds) = st.tile.get_or_insert((k, [Fold::default(); 5]));
                 for (m, v) in values.iter().enumerate() {
                     if let Some(v) = *v {
@@ -343,20 +345,16 @@ impl Summaries {
             // a usage point (view usage_series): HAL rows that change a block's bytes, other
             // pools' rows with a counter
             let (used, total) = if hal {
-                (owner.is_valid(i).then_some(live[i]), None)
+                (owner.is_valid(i).then_some(live), None)
             } else {
                 (raw[0], raw[1])
             };
-            let point = if hal {
-                used.is_some()
-            } else {
-                used.is_some() || total.is_some()
-            };
+            let point = used.is_some() || total.is_some();
             // step_peaks reads a usage point with a value (whatever its sign) that has a step_k
             if let (true, Some(u), true) = (point, used, step_k.is_valid(i)) {
                 let k = step_k.value(i) as i64;
-                self.steps
-                    .push(series, st.step.take_if(|(j, _)| *j != k), Some((0, 0)));
+                let closed = st.step.take_if(|(j, _)| *j != k);
+                self.tables.steps.push(series, closed, None);
                 let (_, fold) = st.step.get_or_insert((k, StepFold::default()));
                 if step.is_valid(i) {
                     fold.points += 1;
@@ -370,8 +368,8 @@ impl Summaries {
             }
             if let (true, Some(range)) = (point, st.ranges.usage) {
                 let k = tile_of(t, range);
-                self.usage
-                    .push(series, st.usage.take_if(|(j, _)| *j != k), Some(range));
+                let closed = st.usage.take_if(|(j, _)| *j != k);
+                self.tables.usage.push(series, closed, Some(range));
                 let (_, fold) = st.usage.get_or_insert((k, UsageFold::default()));
                 fold.points += 1;
                 if let Some(u) = used.filter(|&u| u >= 0) {
@@ -385,77 +383,31 @@ impl Summaries {
                 }
             }
         }
-        if self.tiles.rows.len() + self.usage.rows.len() + self.steps.rows.len() >= TILE_BATCH {
-            self.write_tiles()?;
+        if self.tables.pending() >= TILE_BATCH {
+            self.tables.write(&self.source)?;
         }
         Ok(())
-    }
-
-    fn write_tiles(&mut self) -> Result<()> {
-        self.tiles
-            .write(&self.source, &schema::curve_tiles(), |folds| {
-                let mut columns = Vec::new();
-                for m in 0..METRICS.len() {
-                    columns.push(column(folds, |f| Some(f[m].points)));
-                    columns.push(column(folds, |f| f[m].get(|x| x.first)));
-                    columns.push(column(folds, |f| f[m].get(|x| x.last)));
-                    columns.push(column(folds, |f| f[m].get(|x| x.min)));
-                    columns.push(column(folds, |f| f[m].get(|x| x.max)));
-                }
-                columns
-            })?;
-        self.usage
-            .write(&self.source, &schema::usage_tiles(), |folds| {
-                vec![
-                    column(folds, |f| Some(f.points)),
-                    column(folds, |f| f.used.get(|x| x.last)),
-                    column(folds, |f| f.used.get(|x| x.min)),
-                    column(folds, |f| f.used.get(|x| x.max)),
-                    column(folds, |f| f.total.get(|x| x.last)),
-                ]
-            })?;
-        self.steps
-            .write(&self.source, &schema::step_usage(), |folds| {
-                vec![
-                    column(folds, |f| Some(f.points)),
-                    column(folds, |f| f.max_used),
-                    column(folds, |f| f.max_ts),
-                    column(folds, |f| f.last_inside),
-                    column(folds, |f| Some(f.last_value)),
-                ]
-            })
     }
 
     /// Closes the open tiles: every series of a staging file ends with it, so the tiles come
     /// out in series order when the curve does.
     pub fn file_done(&mut self) {
-        let current = self.states.current.iter_mut().map(|(s, st)| (&*s, st));
-        for (s, st) in current.chain(self.states.others.iter_mut()) {
-            self.tiles.push(s, st.tile.take(), st.ranges.curve);
-            self.usage.push(s, st.usage.take(), st.ranges.usage);
-            self.steps.push(s, st.step.take(), Some((0, 0)));
+        for (s, st) in self.states.iter_mut() {
+            self.tables.close_open(s, st);
         }
     }
 
     /// Writes the last tiles and the peaks (in series order, with `properties`); returns the
     /// rows of the four tables.
     pub fn close(mut self, properties: Properties) -> Result<[u64; 4]> {
-        let mut states: Vec<(Series, State)> = self.states.others.drain().collect();
-        states.extend(self.states.current.take());
-        // the table's order: pid (NULLs last), device, pool
-        states.sort_by(|a, b| {
-            let k = |s: &Series| (s.0.is_none(), s.0, s.1.clone(), s.2.clone());
-            k(&a.0).cmp(&k(&b.0))
-        });
+        let mut states = self.states.into_sorted();
         for (s, st) in &mut states {
-            self.tiles.push(s, st.tile.take(), st.ranges.curve);
-            self.usage.push(s, st.usage.take(), st.ranges.usage);
-            self.steps.push(s, st.step.take(), Some((0, 0)));
+            self.tables.close_open(s, st);
         }
-        self.write_tiles()?;
-        let tiles = self.tiles.sink.close()?;
-        let usage = self.usage.sink.close()?;
-        let steps = self.steps.sink.close()?;
+        self.tables.write(&self.source)?;
+        let tiles = self.tables.tiles.sink.close()?;
+        let usage = self.tables.usage.sink.close()?;
+        let steps = self.tables.steps.sink.close()?;
         let def = schema::curve_peaks();
         let mut sink = ParquetSink::create_with(&self.peaks_out, def.schema(), properties(&def))?;
         let mut source = StringBuilder::new();

@@ -1,26 +1,6 @@
--- peaks: the peak of each memory counter, per pool of each process and device.
---
--- One row per series (source, pid, device, pool) and metric:
---   used, total, process_used, device_used  the highest value the tool wrote on the series' rows
---                                           (only values >= 0 count: device_used = -1 means unsupported);
---   live                                    the highest live bytes memq computes from `blocks`
---                                           (`curve.live_bytes`), for every pool: this is the only
---                                           peak of pools without counters, such as HAL.
--- A metric without any valid point is not listed. On ties the earliest row wins.
--- Rows come in no particular order.
--- Pools, processes and devices are never mixed (the reference `--peak` mixes them, quirk 9).
---
--- @column source      VARCHAR input file
--- @column pid         BIGINT  process id
--- @column device      VARCHAR Device Id as written
--- @column pool        VARCHAR pool = Event Type (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...)
--- @column metric      VARCHAR used, total, process_used, device_used (counters written by the tool) or live (memq's pairing)
--- @column peak_bytes  BIGINT  bytes: the highest value of the metric in the series
--- @column peak_ts     BIGINT  ns: time of the first row reaching the peak, ns since the Unix epoch
--- @column peak_ts_raw BIGINT  the same time as written in the file (µs for G1 sources)
--- @column peak_event  VARCHAR MALLOC or FREE: the event of that row
--- @column peak_id     BIGINT  the tool's event ID of that row
--- @column points      BIGINT  count: number of rows with a valid value of the metric in the series
+-- peaks as a query over `curve`, as memq computed it per query before ingest kept it (table
+-- curve_peaks): see crates/memscope/sql/peaks.sql for what each column means.
+-- tests/it/derived_oracle.rs checks the view against it.
 WITH
 -- The curve unpivoted: one row per row and metric, invalid counter values (negative:
 -- unsupported, or absent) dropped.
