@@ -5,6 +5,8 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+use datafusion::arrow::record_batch::RecordBatch;
+
 use crate::attr;
 use crate::events::{EventRef, EventRow};
 use crate::output::{SourceOutput, TsUnit};
@@ -118,16 +120,21 @@ pub fn read(path: &Path, input: impl Read, mut out: SourceOutput) -> Result<Dump
     out.close()
 }
 
+/// What takes each batch of the sorted events (with the dump's timestamp unit) as it is
+/// written.
+pub type EachBatch<'a> = dyn FnMut(TsUnit, &RecordBatch) -> Result<()> + Send + 'a;
+
 /// Reads one CSV dump (the file at `path`, read through `input`) into sorted `events` at
 /// `events_path` (the table file, marked final), using `runs_path` as scratch, on `workers`
 /// threads; rejects and the summary go to `out` (made by [`SourceOutput::create_for_runs`]).
+/// The sorted events stream through `each` as they are written.
 pub fn read_sorted(
     path: &Path,
     input: impl Read + Send,
     out: SourceOutput,
-    events_path: &Path,
-    runs_path: &Path,
+    (events_path, runs_path): (&Path, &Path),
     workers: usize,
+    each: &mut EachBatch<'_>,
 ) -> Result<DumpSummary> {
     read_sorted_in(
         path,
@@ -136,6 +143,7 @@ pub fn read_sorted(
         (events_path, runs_path),
         workers,
         (parallel::CHUNK_BYTES, parallel::FALLBACK_BYTES),
+        each,
     )
 }
 
@@ -146,6 +154,7 @@ fn read_sorted_in(
     (events_path, runs_path): (&Path, &Path),
     workers: usize,
     (chunk_bytes, fallback_bytes): (usize, usize),
+    each: &mut EachBatch<'_>,
 ) -> Result<DumpSummary> {
     let mut reader = RecordReader::new(BufReader::with_capacity(1 << 20, input));
     let cols = read_header(path, &mut reader, &mut out)?;
@@ -165,6 +174,7 @@ fn read_sorted_in(
         &mut out,
         events_path,
         runs_path,
+        each,
     )?;
     out.close()
 }
@@ -463,9 +473,9 @@ mod tests {
             &path,
             std::fs::File::open(&path).unwrap(),
             out,
-            &par_events,
-            &dir.join("runs.parquet"),
+            (&par_events, &dir.join("runs.parquet")),
             2,
+            &mut |_, _| Ok(()),
         )
         .unwrap();
         assert_eq!(
@@ -516,6 +526,7 @@ mod tests {
                 let _ = std::fs::remove_file(&par_rejects);
                 let _ = std::fs::remove_file(&par_events);
                 let out = SourceOutput::create_for_runs("s.csv", &par_rejects);
+                let mut streamed = Vec::new();
                 let par = read_sorted_in(
                     &path,
                     &bytes[..],
@@ -523,6 +534,10 @@ mod tests {
                     (&par_events, &dir.join("runs.parquet")),
                     2,
                     (chunk, fallback),
+                    &mut |_, b| {
+                        streamed.push(b.clone());
+                        Ok(())
+                    },
                 );
                 let name = format!("{} (pieces of {chunk})", path.display());
                 match (&seq, &par) {
@@ -534,6 +549,17 @@ mod tests {
                         );
                         let a_ev = concat(&read_all(&seq_events)).map(|b| canonical(&b));
                         let b_ev = concat(&read_all(&par_events));
+                        // The batches handed on as they were written are the file's rows.
+                        assert_eq!(
+                            concat(&streamed).map(|b| b.num_rows()),
+                            b_ev.as_ref().map(|b| b.num_rows()),
+                            "{name}: streamed"
+                        );
+                        if let (Some(x), Some(y)) = (concat(&streamed), &b_ev) {
+                            for c in 0..x.num_columns() {
+                                assert_eq!(x.column(c).to_data(), y.column(c).to_data(), "{name}");
+                            }
+                        }
                         match (a_ev, b_ev) {
                             (Some(x), Some(y)) => {
                                 assert_eq!(x.num_columns(), y.num_columns(), "{name}");

@@ -179,14 +179,10 @@ pub struct Deriver {
 
 impl Deriver {
     /// `curve_staging`: the staging folder and file stem of the rows of `curve`.
-    pub fn new(
-        source: &str,
-        ts_scale: i64,
-        curve_staging: (&std::path::Path, &str),
-    ) -> Result<Self> {
+    pub fn new(source: &str, curve_staging: (&std::path::Path, &str)) -> Result<Self> {
         Ok(Deriver {
             source: source.to_string(),
-            ts_scale,
+            ts_scale: 1,
             live: HashMap::new(),
             fates: Fates::new(),
             held_shadow_rows: HashSet::new(),
@@ -196,6 +192,11 @@ impl Deriver {
             snaps: SnapshotsBuilder::default(),
             steps: StepMarkers::default(),
         })
+    }
+
+    /// The scale of the dump's timestamps to ns (for the times inside Attr).
+    pub fn set_ts_scale(&mut self, ts_scale: i64) {
+        self.ts_scale = ts_scale;
     }
 
     pub fn blocks_pending(&self) -> usize {

@@ -1,8 +1,10 @@
 //! Ingest of msMemScope sources, in order: the dumps are parsed (several files at a time,
-//! one per core) into unsorted staging files; each dump's events are sorted into canonical
-//! order (stable by timestamp, then file order; spilling past a memory limit); one streaming
-//! pass over the sorted events derives `blocks`, `oom` and `mem_snapshots`; companion files
-//! (python traces, memory_compare, config.json) are read whole.
+//! one per core); each dump's events are sorted into canonical order (stable by timestamp,
+//! then file order; spilling past a memory limit); one streaming pass over the sorted events
+//! derives `blocks`, `oom`, `mem_snapshots` and the staging rows of `curve` — for a CSV dump
+//! while its sorted events are written, for a db dump from the sorted file; the tables of the
+//! curve are folded from that staging; companion files (python traces, memory_compare,
+//! config.json) are read whole.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,8 @@ struct ParsedDump {
     events_staging: PathBuf,
     rejects_path: PathBuf,
     python_trace: Option<RecordBatch>,
+    /// A CSV dump's derive pass, made as its sorted events were written.
+    passed: Option<Passed>,
 }
 
 /// Parses every dump among `sources`, several files at a time (one per core).
@@ -107,6 +111,7 @@ fn parse_dumps(
                 let source = &sources[i];
                 let parsed = out.table_file("rejects", source.index).and_then(|rejects| {
                     parse_dump(
+                        out,
                         source,
                         staging.join(format!("events-{}.parquet", source.index)),
                         rejects,
@@ -124,15 +129,17 @@ fn parse_dumps(
 }
 
 /// Reads one dump (CSV or db) into `events_staging` and `rejects_path`; a CSV dump's events
-/// are already sorted there (the file is marked final), on `workers` threads.
+/// are already sorted there (the file is marked final), on `workers` threads, and derived
+/// from on their way.
 fn parse_dump(
+    dataset: &DatasetBuilder,
     source: &Source,
     events_staging: PathBuf,
     rejects_path: PathBuf,
     progress: &Progress,
     workers: usize,
 ) -> Result<ParsedDump> {
-    let (summary, python_trace) = match source.kind {
+    let (summary, python_trace, passed) = match source.kind {
         SourceKind::MemscopeDb => {
             let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
             let conn = db_dump::open(&source.path)?;
@@ -149,16 +156,23 @@ fn parse_dump(
                 )?)
             };
             progress(fs::metadata(&source.path).map(|m| m.len()).unwrap_or(0));
-            (summary, trace)
+            (summary, trace, None)
         }
         _ => {
             let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
             let input = ProgressRead::new(file, progress.clone());
             let out = SourceOutput::create_for_runs(&source.name, &rejects_path);
             let runs = events_staging.with_extension("runs.parquet");
-            let summary =
-                csv_dump::read_sorted(&source.path, input, out, &events_staging, &runs, workers)?;
-            (summary, None)
+            let mut pass = DerivePass::create(dataset, source)?;
+            let summary = csv_dump::read_sorted(
+                &source.path,
+                input,
+                out,
+                (&events_staging, &runs),
+                workers,
+                &mut |unit, batch| pass.push(unit.scale(), batch),
+            )?;
+            (summary, None, Some(pass.finish(dataset)?))
         }
     };
     Ok(ParsedDump {
@@ -166,6 +180,7 @@ fn parse_dump(
         events_staging,
         rejects_path,
         python_trace,
+        passed,
     })
 }
 
@@ -185,27 +200,84 @@ async fn finish_dump(
     let events_file = out
         .sort_into(&parsed.events_staging, &ms::events(), source.index)
         .await?;
+    let passed = match parsed.passed {
+        Some(passed) => passed,
+        None => derive_pass(out, source, &events_file, parsed.summary.ts_unit.scale()).await?,
+    };
     let counts = parsed.summary.counts.batch(&source.name);
-    derive(
-        out,
-        source,
-        &events_file,
-        parsed.summary.ts_unit.scale(),
-        counts,
-    )
-    .await?;
+    derive(out, source, passed, counts).await?;
     Ok(parsed.summary)
 }
 
-/// One pass over the sorted events: blocks (with fates), curve, oom, mem_snapshots, steps;
-/// `event_counts` (counted while parsing) is written with them.
-async fn derive(
+/// The pass over a dump's events in canonical order: blocks (with fates), the staging rows of
+/// curve, oom, mem_snapshots, steps ([`Deriver`]) and the table `hal_mallocs`.
+struct DerivePass {
+    deriver: Deriver,
+    blocks: ParquetSink,
+    blocks_staging: PathBuf,
+    hal: HalMallocs,
+    hal_file: PathBuf,
+}
+
+/// The name of a source's curve staging files.
+fn curve_stem(source: &Source) -> String {
+    format!("curve-{}", source.index)
+}
+
+/// What the pass leaves for [`derive`].
+struct Passed {
+    derived: crate::derive::Derived,
+    blocks_staging: PathBuf,
+}
+
+impl DerivePass {
+    fn create(out: &DatasetBuilder, source: &Source) -> Result<DerivePass> {
+        let staging_dir = out.staging_dir()?;
+        let blocks_staging = staging_dir.join(format!("blocks-{}.parquet", source.index));
+        let hal_file = out.table_file("hal_mallocs", source.index)?;
+        Ok(DerivePass {
+            deriver: Deriver::new(&source.name, (&staging_dir, &curve_stem(source)))?,
+            blocks: ParquetSink::create_with(
+                &blocks_staging,
+                ms::blocks().schema(),
+                dataset::staging_properties(),
+            )?,
+            blocks_staging,
+            hal: HalMallocs::create(&hal_file)?,
+            hal_file,
+        })
+    }
+
+    /// The next batch of events (timestamps scaled to ns by `ts_scale`).
+    fn push(&mut self, ts_scale: i64, batch: &RecordBatch) -> Result<()> {
+        self.deriver.set_ts_scale(ts_scale);
+        self.hal.push(batch)?;
+        self.deriver.push(batch)?;
+        if self.deriver.blocks_pending() >= BATCH_ROWS {
+            self.blocks.write(&self.deriver.take_blocks())?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, out: &DatasetBuilder) -> Result<Passed> {
+        out.record("hal_mallocs", &self.hal_file, self.hal.sink.close()?);
+        let derived = self.deriver.finish()?;
+        self.blocks.write(&derived.blocks)?;
+        self.blocks.close()?;
+        Ok(Passed {
+            derived,
+            blocks_staging: self.blocks_staging,
+        })
+    }
+}
+
+/// The derive pass over a sorted events file (a db dump's).
+async fn derive_pass(
     out: &DatasetBuilder,
     source: &Source,
     events_file: &Path,
     ts_scale: i64,
-    event_counts: RecordBatch,
-) -> Result<()> {
+) -> Result<Passed> {
     let ctx = out.session()?;
     let name = format!("sorted_{}", source.index);
     ctx.register_parquet(
@@ -224,32 +296,29 @@ async fn derive(
         ))
         .await?;
     let mut stream = df.execute_stream().await?;
-    let blocks_staging = out
-        .staging_dir()?
-        .join(format!("blocks-{}.parquet", source.index));
-    let mut blocks_sink = ParquetSink::create_with(
-        &blocks_staging,
-        ms::blocks().schema(),
-        dataset::staging_properties(),
-    )?;
-    let staging_dir = out.staging_dir()?;
-    let curve_stem = format!("curve-{}", source.index);
-    let mut deriver = Deriver::new(&source.name, ts_scale, (&staging_dir, &curve_stem))?;
-    let hal_file = out.table_file("hal_mallocs", source.index)?;
-    let mut hal = HalMallocs::create(&hal_file)?;
+    let mut pass = DerivePass::create(out, source)?;
     while let Some(batch) = stream.next().await {
-        let batch = batch?;
-        hal.push(&batch)?;
-        deriver.push(&batch)?;
-        if deriver.blocks_pending() >= BATCH_ROWS {
-            blocks_sink.write(&deriver.take_blocks())?;
-        }
+        pass.push(ts_scale, &batch?)?;
     }
     ctx.deregister_table(&name)?;
-    out.record("hal_mallocs", &hal_file, hal.sink.close()?);
-    let derived = deriver.finish()?;
-    blocks_sink.write(&derived.blocks)?;
-    blocks_sink.close()?;
+    pass.finish(out)
+}
+
+/// The tables of a dump folded from its derive pass: blocks sorted into place, curve and the
+/// tables beside it, oom, mem_snapshots, steps; `event_counts` (counted while parsing) is
+/// written with them.
+async fn derive(
+    out: &DatasetBuilder,
+    source: &Source,
+    passed: Passed,
+    event_counts: RecordBatch,
+) -> Result<()> {
+    let Passed {
+        derived,
+        blocks_staging,
+    } = passed;
+    let staging_dir = out.staging_dir()?;
+    let curve_stem = curve_stem(source);
     out.sort_into(&blocks_staging, &ms::blocks(), source.index)
         .await?;
     // Series-ordered staging goes straight to the table file; otherwise through a sort.

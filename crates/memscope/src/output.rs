@@ -179,6 +179,11 @@ impl SourceOutput {
         &self.source
     }
 
+    /// The unit of the timestamps read so far (as the summary gives it).
+    pub fn ts_unit(&self) -> TsUnit {
+        self.ts_unit.unwrap_or(TsUnit::Ns)
+    }
+
     /// The unit the header declared, if any.
     pub fn declared(&self) -> Option<TsUnit> {
         self.declared_unit()
@@ -371,7 +376,7 @@ impl SourceOutput {
             counts,
             rows: self.rows,
             rejects: self.rejected,
-            ts_unit: self.ts_unit.unwrap_or(TsUnit::Ns),
+            ts_unit: self.ts_unit(),
             generation: self.hints.label(),
         })
     }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::{parse_record_ref, Columns};
 use crate::attr;
 use crate::events::EventsBuilder;
-use crate::output::runs::{sort_run, EncodedRun, RunEncoder, RunStore};
+use crate::output::runs::{EncodedRun, RunStore};
 use crate::output::{convert_ts, PieceStats, SourceOutput, TsUnit, BATCH_ROWS};
 use crate::records::{looks_like_row_start, RawRecord, RecordReader};
 use memq_core::error::{MemqError, Result};
@@ -48,7 +48,6 @@ struct Ctx<'a> {
     declared: Option<TsUnit>,
     source: String,
     batch_bytes: usize,
-    encoder: Arc<RunEncoder>,
 }
 
 /// One parsed piece: its sorted runs, rejects and findings.
@@ -73,6 +72,9 @@ struct InFlight {
     cv: Condvar,
 }
 
+/// Parses the dump into sorted runs and merges them into `events_path`, handing each merged
+/// batch (with the dump's timestamp unit) to `each`.
+#[allow(clippy::too_many_arguments)]
 pub fn read<R: Read + Send>(
     job: &Job,
     mut input: R,
@@ -81,16 +83,15 @@ pub fn read<R: Read + Send>(
     out: &mut SourceOutput,
     events_path: &Path,
     runs_path: &Path,
+    each: &mut super::EachBatch<'_>,
 ) -> Result<()> {
     let schema = crate::schema::events().schema();
-    let encoder = RunEncoder::new(schema.clone())?;
-    let mut store = RunStore::create(runs_path, &encoder)?;
+    let mut store = RunStore::create(runs_path)?;
     let ctx = Ctx {
         cols: job.cols,
         declared: out.declared(),
         source: out_source(out),
         batch_bytes: out.batch_bytes,
-        encoder,
     };
     let workers = job.workers.max(1);
     let (work_tx, work_rx) = sync_channel::<Work>(workers);
@@ -139,7 +140,8 @@ pub fn read<R: Read + Send>(
         }
         e => e,
     })?;
-    store.merge_into(events_path, schema, workers.max(2))?;
+    let unit = out.ts_unit();
+    store.merge_into(events_path, schema, workers.max(2), &mut |b| each(unit, b))?;
     Ok(())
 }
 
@@ -393,7 +395,7 @@ fn parse_piece<R: BufRead>(
             }
         }
         for batch in full.drain(..) {
-            piece.runs.push(encode(ctx, batch)?);
+            piece.runs.push(encode(batch)?);
         }
         if one_run && (!piece.runs.is_empty() || reject_bytes >= ctx.batch_bytes) {
             ended = false;
@@ -401,28 +403,14 @@ fn parse_piece<R: BufRead>(
         }
     }
     if !builder.is_empty() {
-        piece.runs.push(encode(ctx, builder.finish())?);
+        piece.runs.push(encode(builder.finish())?);
     }
     piece.stats.counts = builder.take_counts();
     Ok((piece, ended))
 }
 
-fn encode(
-    ctx: &Ctx,
-    batch: datafusion::arrow::record_batch::RecordBatch,
-) -> std::io::Result<EncodedRun> {
-    let io = |e: MemqError| std::io::Error::other(e.to_string());
-    let rows = batch.num_rows();
-    let (sorted, was_sorted) = sort_run(batch).map_err(io)?;
-    let (first, last) = crate::output::runs::bounds(&sorted);
-    let chunks = ctx.encoder.encode(&sorted).map_err(io)?;
-    Ok(EncodedRun {
-        chunks,
-        rows,
-        was_sorted,
-        first,
-        last,
-    })
+fn encode(batch: datafusion::arrow::record_batch::RecordBatch) -> std::io::Result<EncodedRun> {
+    EncodedRun::sort(batch).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// One record into `builder` (the rules of `read_from` and `SourceOutput::push_event`); a full
