@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::{parse_record_ref, Columns};
 use crate::attr;
 use crate::events::EventsBuilder;
-use crate::output::runs::{EncodedRun, RunStore};
+use crate::output::runs::{EncodedRun, RunStore, RunWriter};
 use crate::output::{convert_ts, PieceStats, SourceOutput, TsUnit, BATCH_ROWS};
 use crate::records::{looks_like_row_start, RawRecord, RecordReader};
 use memq_core::error::{MemqError, Result};
@@ -48,6 +48,8 @@ struct Ctx<'a> {
     declared: Option<TsUnit>,
     source: String,
     batch_bytes: usize,
+    /// Where the threads write their runs ([`RunWriter`]).
+    runs_path: &'a Path,
 }
 
 /// One parsed piece: its sorted runs, rejects and findings.
@@ -86,12 +88,13 @@ pub fn read<R: Read + Send>(
     each: &mut super::EachBatch<'_>,
 ) -> Result<()> {
     let schema = crate::schema::events().schema();
-    let mut store = RunStore::create(runs_path)?;
+    let mut store = RunStore::new(runs_path);
     let ctx = Ctx {
         cols: job.cols,
         declared: out.declared(),
         source: out_source(out),
         batch_bytes: out.batch_bytes,
+        runs_path,
     };
     let workers = job.workers.max(1);
     let (work_tx, work_rx) = sync_channel::<Work>(workers);
@@ -104,11 +107,11 @@ pub fn read<R: Read + Send>(
     let limit = workers as u64 + 2;
     let path = job.path;
     let result: Result<()> = std::thread::scope(|scope| {
-        for _ in 0..workers {
+        for k in 0..workers {
             let rx = work_rx.clone();
             let tx = done_tx.clone();
             let ctx = &ctx;
-            scope.spawn(move || worker(ctx, rx, tx));
+            scope.spawn(move || worker(ctx, RunWriter::new(runs_path, k), rx, tx));
         }
         let collector = {
             let in_flight = &in_flight;
@@ -219,10 +222,12 @@ fn dispatch<R: Read>(
                     std::io::Cursor::new(std::mem::take(&mut buf)).chain(input),
                 );
                 let mut reader = RecordReader::with_position(chained, line, offset);
+                // The workers' staging files are numbered 0..workers: this thread's is next.
+                let mut runs = RunWriter::new(ctx.runs_path, job.workers.max(1));
                 loop {
                     wait_room();
-                    let (piece, done) =
-                        parse_piece(ctx, &mut reader, true).map_err(|e| MemqError::io(path, e))?;
+                    let (piece, done) = parse_piece(ctx, &mut runs, &mut reader, true)
+                        .map_err(|e| MemqError::io(path, e))?;
                     if done_tx.send((seq, Ok(piece))).is_err() {
                         return Err(MemqError::Query("the collector stopped".into()));
                     }
@@ -281,7 +286,12 @@ fn find_split(buf: &[u8], min: usize) -> Option<usize> {
     None
 }
 
-fn worker(ctx: &Ctx, rx: Arc<Mutex<Receiver<Work>>>, tx: SyncSender<(u64, Result<Piece>)>) {
+fn worker(
+    ctx: &Ctx,
+    mut runs: RunWriter,
+    rx: Arc<Mutex<Receiver<Work>>>,
+    tx: SyncSender<(u64, Result<Piece>)>,
+) {
     loop {
         let work = {
             let Ok(rx) = rx.lock() else { return };
@@ -291,7 +301,7 @@ fn worker(ctx: &Ctx, rx: Arc<Mutex<Receiver<Work>>>, tx: SyncSender<(u64, Result
             }
         };
         let mut reader = RecordReader::with_position(&work.bytes[..], work.line, work.offset);
-        let piece = parse_piece(ctx, &mut reader, false)
+        let piece = parse_piece(ctx, &mut runs, &mut reader, false)
             .map(|(p, _)| p)
             .map_err(|e| MemqError::Query(format!("I/O error: {e}")));
         if tx.send((work.seq, piece)).is_err() {
@@ -349,6 +359,7 @@ fn collect(
 /// first run is complete. Returns the piece and whether the input ended.
 fn parse_piece<R: BufRead>(
     ctx: &Ctx,
+    runs: &mut RunWriter,
     reader: &mut RecordReader<R>,
     one_run: bool,
 ) -> std::io::Result<(Piece, bool)> {
@@ -395,7 +406,7 @@ fn parse_piece<R: BufRead>(
             }
         }
         for batch in full.drain(..) {
-            piece.runs.push(encode(batch)?);
+            piece.runs.push(encode(runs, batch)?);
         }
         if one_run && (!piece.runs.is_empty() || reject_bytes >= ctx.batch_bytes) {
             ended = false;
@@ -403,14 +414,19 @@ fn parse_piece<R: BufRead>(
         }
     }
     if !builder.is_empty() {
-        piece.runs.push(encode(builder.finish())?);
+        piece.runs.push(encode(runs, builder.finish())?);
     }
     piece.stats.counts = builder.take_counts();
     Ok((piece, ended))
 }
 
-fn encode(batch: datafusion::arrow::record_batch::RecordBatch) -> std::io::Result<EncodedRun> {
-    EncodedRun::sort(batch).map_err(|e| std::io::Error::other(e.to_string()))
+/// Sorts and writes one run.
+fn encode(
+    runs: &mut RunWriter,
+    batch: datafusion::arrow::record_batch::RecordBatch,
+) -> std::io::Result<EncodedRun> {
+    runs.write(batch)
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// One record into `builder` (the rules of `read_from` and `SourceOutput::push_event`); a full

@@ -72,65 +72,86 @@ fn key_columns(batch: &RecordBatch) -> (&Int64Array, &UInt64Array) {
     )
 }
 
-/// Sorts one run (its `row_idx` are local: the order within the run is file order).
-fn sort_run(batch: RecordBatch) -> Result<(RecordBatch, bool)> {
-    let (ts, row_idx) = key_columns(&batch);
-    let n = batch.num_rows();
-    let sorted = (1..n).all(|i| key(ts, row_idx, 0, i - 1) <= key(ts, row_idx, 0, i));
-    if sorted {
-        return Ok((batch, true));
+/// A parse thread's own staging file of sorted runs (so no thread waits for another to write),
+/// created at its first run. Each run is an Arrow IPC stream of batches of [`READ_ROWS`] rows:
+/// the buffers as they are, so writing and reading a run is a copy (as Parquet, encoding and
+/// decoding the runs was 13 % of an ingest).
+pub struct RunWriter {
+    file: usize,
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    written: u64,
+}
+
+/// The staging file `file` of the runs at `runs_path`.
+fn run_file(runs_path: &Path, file: usize) -> PathBuf {
+    let mut p = runs_path.as_os_str().to_owned();
+    p.push(format!(".{file}"));
+    PathBuf::from(p)
+}
+
+impl RunWriter {
+    /// The writer of staging file number `file` (one per thread).
+    pub fn new(runs_path: &Path, file: usize) -> RunWriter {
+        RunWriter {
+            file,
+            path: run_file(runs_path, file),
+            out: None,
+            written: 0,
+        }
     }
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_by_key(|&i| key(ts, row_idx, 0, i as usize));
-    let indices = datafusion::arrow::array::UInt32Array::from(order);
-    Ok((take_record_batch(&batch, &indices)?, false))
-}
 
-/// The first and last key of a sorted run (local `row_idx`).
-fn bounds(batch: &RecordBatch) -> (Key, Key) {
-    let (ts, row_idx) = key_columns(batch);
-    let n = batch.num_rows();
-    if n == 0 {
-        return ((false, 0, 0), (false, 0, 0));
-    }
-    (key(ts, row_idx, 0, 0), key(ts, row_idx, 0, n - 1))
-}
-
-/// Encodes one sorted run as an IPC stream of batches of [`READ_ROWS`] rows (on the parse
-/// thread that sorted it).
-fn encode_run(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut w = StreamWriter::try_new(Vec::new(), &batch.schema())?;
-    let mut at = 0;
-    while at < batch.num_rows() {
-        let n = READ_ROWS.min(batch.num_rows() - at);
-        w.write(&batch.slice(at, n))?;
-        at += n;
-    }
-    w.finish()?;
-    Ok(w.into_inner()?)
-}
-
-/// One encoded run, ready to append.
-pub struct EncodedRun {
-    /// The run as an IPC stream.
-    pub bytes: Vec<u8>,
-    pub rows: usize,
-    /// Whether the run needed no sorting (its rows were in canonical order as read).
-    pub was_sorted: bool,
-    /// First and last key of the run (local `row_idx`).
-    pub first: Key,
-    pub last: Key,
-}
-
-impl EncodedRun {
-    /// Sorts and encodes one run (on the parse thread that read it).
-    pub fn sort(batch: RecordBatch) -> Result<EncodedRun> {
-        let rows = batch.num_rows();
-        let (sorted, was_sorted) = sort_run(batch)?;
-        let (first, last) = bounds(&sorted);
+    /// Sorts one run (its `row_idx` are local: the order within the run is file order) and
+    /// writes it, a batch at a time: no sorted copy of the whole run is made.
+    pub fn write(&mut self, batch: RecordBatch) -> Result<EncodedRun> {
+        let (ts, row_idx) = key_columns(&batch);
+        let n = batch.num_rows();
+        let at_key = |i: usize| key(ts, row_idx, 0, i);
+        let was_sorted = (1..n).all(|i| at_key(i - 1) <= at_key(i));
+        let order: Option<Vec<u32>> = (!was_sorted).then(|| {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&i| at_key(i as usize));
+            order
+        });
+        let nth = |i: usize| order.as_ref().map_or(i, |o| o[i] as usize);
+        let (first, last) = match n {
+            0 => ((false, 0, 0), (false, 0, 0)),
+            _ => (at_key(nth(0)), at_key(nth(n - 1))),
+        };
+        let path = &self.path;
+        let io = |e: std::io::Error| MemqError::io(path, e);
+        if self.out.is_none() {
+            self.out = Some(BufWriter::with_capacity(
+                1 << 20,
+                File::create(path).map_err(io)?,
+            ));
+        }
+        let out = self.out.as_mut().expect("opened above");
+        let mut counted = Counted { out, bytes: 0 };
+        let mut w = StreamWriter::try_new(&mut counted, &batch.schema())?;
+        for start in (0..n).step_by(READ_ROWS) {
+            let len = READ_ROWS.min(n - start);
+            let rows = match &order {
+                None => batch.slice(start, len),
+                Some(o) => take_record_batch(
+                    &batch,
+                    &datafusion::arrow::array::UInt32Array::from(o[start..start + len].to_vec()),
+                )?,
+            };
+            w.write(&rows)?;
+        }
+        w.finish()?;
+        drop(w);
+        let len = counted.bytes;
+        // Flushed with every run, so that a failed write is this run's error.
+        counted.out.flush().map_err(io)?;
+        let offset = self.written;
+        self.written += len;
         Ok(EncodedRun {
-            bytes: encode_run(&sorted)?,
-            rows,
+            file: self.file,
+            offset,
+            len,
+            rows: n,
             was_sorted,
             first,
             last,
@@ -138,9 +159,42 @@ impl EncodedRun {
     }
 }
 
-/// Where a run lives: its bytes in the staging file, and the `row_idx` of its first record in
+/// A writer that counts the bytes written through it.
+struct Counted<'a, W: Write> {
+    out: &'a mut W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// One run written to its staging file.
+pub struct EncodedRun {
+    /// Its staging file, and its bytes there.
+    file: usize,
+    offset: u64,
+    len: u64,
+    rows: usize,
+    /// Whether the run needed no sorting (its rows were in canonical order as read).
+    was_sorted: bool,
+    /// First and last key of the run (local `row_idx`).
+    first: Key,
+    last: Key,
+}
+
+/// Where a run lives: its bytes in its staging file, and the `row_idx` of its first record in
 /// the whole file.
 struct RunMeta {
+    file: usize,
     offset: u64,
     len: u64,
     rows: usize,
@@ -149,11 +203,10 @@ struct RunMeta {
     last: Key,
 }
 
-/// The staging file of runs.
+/// The runs of a dump, in file order, and their merge.
 pub struct RunStore {
+    /// The staging files are `path.0`, `path.1`, ... ([`RunWriter`]).
     path: PathBuf,
-    writer: Option<BufWriter<File>>,
-    written: u64,
     runs: Vec<RunMeta>,
     pub rows: u64,
     /// Every run was sorted as read and each started at or after the end of the one before.
@@ -161,16 +214,13 @@ pub struct RunStore {
 }
 
 impl RunStore {
-    pub fn create(path: &Path) -> Result<RunStore> {
-        let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
-        Ok(RunStore {
+    pub fn new(path: &Path) -> RunStore {
+        RunStore {
             path: path.to_path_buf(),
-            writer: Some(BufWriter::with_capacity(1 << 20, file)),
-            written: 0,
             runs: Vec::new(),
             rows: 0,
             in_order: true,
-        })
+        }
     }
 
     /// Appends a run whose first record is record `base` of the file.
@@ -178,19 +228,11 @@ impl RunStore {
         if run.rows == 0 {
             return Ok(());
         }
-        let writer = self
-            .writer
-            .as_mut()
-            .ok_or_else(|| MemqError::Query("run store closed".into()))?;
-        writer
-            .write_all(&run.bytes)
-            .map_err(|e| MemqError::io(&self.path, e))?;
-        let (offset, len) = (self.written, run.bytes.len() as u64);
-        self.written += len;
         let shift = |k: Key| (k.0, k.1, k.2 + base);
         let meta = RunMeta {
-            offset,
-            len,
+            file: run.file,
+            offset: run.offset,
+            len: run.len,
             rows: run.rows,
             base,
             first: shift(run.first),
@@ -209,15 +251,12 @@ impl RunStore {
     /// on a thread of its own, while the writer encodes it: the pass that derives the other
     /// tables from the sorted events needs no second read of them.
     pub fn merge_into(
-        mut self,
+        self,
         out: &Path,
         schema: SchemaRef,
         threads: usize,
         each: &mut (dyn FnMut(&RecordBatch) -> Result<()> + Send + '_),
     ) -> Result<u64> {
-        if let Some(mut w) = self.writer.take() {
-            w.flush().map_err(|e| MemqError::io(&self.path, e))?;
-        }
         let props =
             dataset::writer_properties(Some(dataset::sorting_columns(&crate::schema::events())));
         let sink = ParallelSink::create_with(out, schema.clone(), props, threads)?;
@@ -252,7 +291,12 @@ impl RunStore {
                 .unwrap_or_else(|_| Err(stopped("events consumer")));
             (merged, written, consumed)
         });
-        let _ = std::fs::remove_file(&self.path);
+        let mut files: Vec<usize> = self.runs.iter().map(|r| r.file).collect();
+        files.sort_unstable();
+        files.dedup();
+        for f in files {
+            let _ = std::fs::remove_file(run_file(&self.path, f));
+        }
         // A stopped receiver makes the merge fail too: its own error is the one to report.
         let rows = written?;
         consumed?;
@@ -266,12 +310,13 @@ impl RunStore {
         }
         let mut cursors = Vec::with_capacity(self.runs.len());
         for run in &self.runs {
-            let mut f = File::open(&self.path).map_err(|e| MemqError::io(&self.path, e))?;
+            let path = run_file(&self.path, run.file);
+            let mut f = File::open(&path).map_err(|e| MemqError::io(&path, e))?;
             f.seek(SeekFrom::Start(run.offset))
-                .map_err(|e| MemqError::io(&self.path, e))?;
+                .map_err(|e| MemqError::io(&path, e))?;
             let reader = StreamReader::try_new(BufReader::new(f.take(run.len)), None)
-                .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))?;
-            cursors.push(Cursor::new(reader, run.base, &self.path)?);
+                .map_err(|e| MemqError::input(&path, Location::None, e.to_string()))?;
+            cursors.push(Cursor::new(reader, run.base, path)?);
             debug_assert!(run.rows > 0);
         }
         if self.in_order {
@@ -286,7 +331,7 @@ impl RunStore {
                         sink.write(concat(&mut held)?)?;
                         rows = 0;
                     }
-                    c.batch = c.next_batch(&self.path)?;
+                    c.batch = c.next_batch()?;
                 }
             }
             if !held.is_empty() {
@@ -316,7 +361,7 @@ impl RunStore {
             out.bytes += c.text_bytes();
             c.pos += 1;
             if c.pos >= c.len {
-                c.batch = c.next_batch(&self.path)?;
+                c.batch = c.next_batch()?;
                 match &c.batch {
                     Some(b) => c.slot = out.hold(b.clone()),
                     None => {
@@ -420,6 +465,7 @@ impl Merged {
 
 struct Cursor {
     reader: StreamReader<BufReader<std::io::Take<File>>>,
+    path: PathBuf,
     base: u64,
     batch: Option<RecordBatch>,
     pos: usize,
@@ -434,10 +480,11 @@ impl Cursor {
     fn new(
         reader: StreamReader<BufReader<std::io::Take<File>>>,
         base: u64,
-        path: &Path,
+        path: PathBuf,
     ) -> Result<Cursor> {
         let mut c = Cursor {
             reader,
+            path,
             base,
             batch: None,
             pos: 0,
@@ -447,11 +494,11 @@ impl Cursor {
             row_idx: None,
             text: Vec::new(),
         };
-        c.batch = c.next_batch(path)?;
+        c.batch = c.next_batch()?;
         Ok(c)
     }
 
-    fn next_batch(&mut self, path: &Path) -> Result<Option<RecordBatch>> {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
             match self.reader.next() {
                 None => {
@@ -462,7 +509,7 @@ impl Cursor {
                     return Ok(None);
                 }
                 Some(Err(e)) => {
-                    return Err(MemqError::input(path, Location::None, e.to_string()));
+                    return Err(MemqError::input(&self.path, Location::None, e.to_string()));
                 }
                 Some(Ok(b)) if b.num_rows() == 0 => continue,
                 Some(Ok(b)) => {
