@@ -25,9 +25,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::parquet::file::properties::WriterProperties;
 
-use memq_core::dataset::{sorting_columns, writer_properties, ParquetSink};
+use memq_core::dataset::{table_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
 use crate::schema;
@@ -421,13 +420,11 @@ pub fn finish(
     let def = schema::curve();
     let properties = |def: &memq_core::catalog::TableDef| {
         if staged.sorted {
-            writer_properties(Some(sorting_columns(def)))
+            table_properties(def)
         } else {
             memq_core::dataset::staging_properties()
         }
     };
-    let ordered =
-        |def: &memq_core::catalog::TableDef| writer_properties(Some(sorting_columns(def)));
     let mut sink = ParquetSink::create_with(out.curve, def.schema(), properties(&def))?;
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
@@ -477,7 +474,7 @@ pub fn finish(
         summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&ordered)?;
+    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&table_properties)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
@@ -485,8 +482,8 @@ pub fn finish(
         usage_tiles,
         step_usage,
         peaks,
-        frag: frag.close(source, out.frag, ordered(&schema::pool_frag()))?,
-        owner_peaks: owner_peaks(&owners, source, out.owner_peaks, ordered)?,
+        frag: frag.close(source, out.frag, table_properties(&schema::pool_frag()))?,
+        owner_peaks: owner_peaks(&owners, source, out.owner_peaks)?,
     })
 }
 
@@ -587,12 +584,7 @@ fn place_in_steps(c: &StagingCols, steps: &StepIndex) -> (UInt32Array, Int64Arra
 
 /// Table `owner_live_peaks` of `source` from the owners' running sums, in series then owner
 /// order; returns its rows.
-fn owner_peaks(
-    owners: &Sums,
-    source: &str,
-    out: &Path,
-    properties: impl Fn(&memq_core::catalog::TableDef) -> WriterProperties,
-) -> Result<u64> {
+fn owner_peaks(owners: &Sums, source: &str, out: &Path) -> Result<u64> {
     let mut rows: Vec<_> = owners
         .by_name
         .iter()
@@ -606,7 +598,7 @@ fn owner_peaks(
             .cmp(&(order_key(b.0.pid, &b.0.device, &b.0.pool), b.1))
     });
     let def = schema::owner_live_peaks();
-    let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
+    let mut sink = ParquetSink::create_with(out, def.schema(), table_properties(&def))?;
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![source; rows.len()])),
         Arc::new(rows.iter().map(|r| r.0.pid).collect::<Int64Array>()),

@@ -403,7 +403,7 @@ struct HalMallocs {
 impl HalMallocs {
     fn create(path: &Path) -> Result<HalMallocs> {
         let def = ms::hal_mallocs();
-        let props = dataset::writer_properties(Some(dataset::sorting_columns(&def)));
+        let props = dataset::table_properties(&def);
         Ok(HalMallocs {
             sink: ParquetSink::create_with(path, def.schema(), props)?,
             def,

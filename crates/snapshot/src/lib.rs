@@ -22,9 +22,7 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use memq_core::catalog::TableDef;
-use memq_core::dataset::{
-    sorting_columns, writer_properties, DatasetBuilder, ParallelSink, ParquetSink,
-};
+use memq_core::dataset::{table_properties, DatasetBuilder, ParallelSink, ParquetSink};
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::format::{Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile};
 use memq_pickle::value::Arena;
@@ -119,7 +117,7 @@ fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
                 |batch| {
                     if sink.is_none() {
                         let file = out.table_file(table.name, source.index)?;
-                        let props = writer_properties(Some(sorting_columns(table)));
+                        let props = table_properties(table);
                         let (schema, parallel) = (table.schema(), table.name == schema::TRACES);
                         let writer = if parallel && threads > 1 {
                             Sink::Parallel(ParallelSink::create_with(

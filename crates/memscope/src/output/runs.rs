@@ -257,8 +257,7 @@ impl RunStore {
         threads: usize,
         each: &mut (dyn FnMut(&RecordBatch) -> Result<()> + Send + '_),
     ) -> Result<u64> {
-        let props =
-            dataset::writer_properties(Some(dataset::sorting_columns(&crate::schema::events())));
+        let props = dataset::table_properties(&crate::schema::events());
         let sink = ParallelSink::create_with(out, schema.clone(), props, threads)?;
         let stopped = |what: &str| MemqError::Query(format!("the {what} panicked"));
         let (merged, written, consumed) = std::thread::scope(|scope| {
