@@ -1121,3 +1121,70 @@ pub fn encode_columns(
     done.sort_by_key(|(i, _)| *i);
     Ok(done.into_iter().map(|(_, c)| c).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::col;
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::parquet::basic::Encoding;
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+
+    /// A table's nearly distinct integer columns are delta-encoded without a dictionary; its
+    /// other columns keep the dictionary.
+    #[test]
+    fn distinct_integers_are_delta_encoded() {
+        let def = TableDef {
+            name: "t",
+            doc: "",
+            columns: vec![
+                col("ts", DataType::Int64, ""),
+                col("size", DataType::Int64, ""),
+                col("name", DataType::Utf8, ""),
+            ],
+            sort_order: &["ts"],
+        };
+        let n = 10_000i64;
+        let batch = RecordBatch::try_new(
+            def.schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| 1_000 + 7 * i))),
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 3))),
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("op{}", i % 5)),
+                )),
+            ],
+        )
+        .unwrap();
+        let path = std::env::temp_dir().join(format!("memq-delta-{}.parquet", std::process::id()));
+        let mut sink =
+            ParquetSink::create_with(&path, def.schema(), table_properties(&def)).unwrap();
+        sink.write(&batch).unwrap();
+        sink.close().unwrap();
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let group = reader.metadata().row_group(0);
+        let encodings = |i: usize| group.column(i).encodings().collect::<Vec<_>>();
+        assert!(
+            encodings(0).contains(&Encoding::DELTA_BINARY_PACKED),
+            "{:?}",
+            encodings(0)
+        );
+        assert!(
+            !encodings(0).contains(&Encoding::RLE_DICTIONARY),
+            "{:?}",
+            encodings(0)
+        );
+        assert!(
+            encodings(1).contains(&Encoding::RLE_DICTIONARY),
+            "{:?}",
+            encodings(1)
+        );
+        assert!(
+            encodings(2).contains(&Encoding::RLE_DICTIONARY),
+            "{:?}",
+            encodings(2)
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -162,7 +162,7 @@ fn parse_dump(
             let file = fs::File::open(&source.path).map_err(|e| MemqError::io(&source.path, e))?;
             let input = ProgressRead::new(file, progress.clone());
             let out = SourceOutput::create_for_runs(&source.name, &rejects_path);
-            let runs = events_staging.with_extension("runs.parquet");
+            let runs = events_staging.with_extension("runs");
             let mut pass = DerivePass::create(dataset, source)?;
             let summary = csv_dump::read_sorted(
                 &source.path,

@@ -2,11 +2,10 @@
 //! dumps are not sorted, so every dump is sorted at ingest).
 //!
 //! The readers cut a dump into runs of at most [`super::BATCH_ROWS`] rows; each run is sorted
-//! on its own thread (by `ts`, NULLs last, then `row_idx`) and stored as an Arrow IPC stream in
-//! a staging file (the buffers as they are: writing and reading a run is a copy, where Parquet
-//! spent 13 % of an ingest encoding and decoding). A k-way merge of the runs then streams the
-//! events in canonical order into the table file, encoded on every core. Memory stays bounded
-//! by a batch per run, whatever the size of the dump.
+//! on the thread that parsed it (by `ts`, NULLs last, then `row_idx`) and written to that
+//! thread's staging file ([`RunWriter`]). A k-way merge of the runs then streams the events in
+//! canonical order into the table file, encoded on every core, and to the derive pass. Memory
+//! stays bounded by a batch per run, whatever the size of the dump.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
