@@ -380,16 +380,8 @@ impl Statements<'_> {
                 params::PlanError::Df(e) => fail(e),
             })?;
         let units = memq_engine::units::units(df.logical_plan());
-        // Calls of the library's table functions are planned into the statement (as on a
-        // cluster), so that the whole is optimized and planned once: scanned as views, each
-        // call's plan was optimized and physically planned on its own, then again within the
-        // statement (`trend(20, 'PTA')` at 1 M events: 0.18–0.21 s, its SQL alone 0.12 s).
-        let (state, logical) = df.into_parts();
-        let logical = memq_engine::calls::inline_checked_calls(self.ctx, logical)
-            .await
-            .map_err(fail)?;
-        let plan = state
-            .create_physical_plan(&logical)
+        let plan = df
+            .create_physical_plan()
             .await
             .map_err(|e| MemqError::Query(format!("{at}{}", exhausted(e))))?;
         let schema = memq_engine::units::annotate(&plan.schema(), &units);

@@ -92,7 +92,13 @@ impl Engine {
         // order through repartitioning instead of sorting again for each window or aggregate.
         config.options_mut().optimizer.prefer_existing_sort = true;
         // Files can be queried by path too: `SELECT * FROM 'out.parquet'`.
-        let ctx = SessionContext::new_with_config_rt(config, runtime).enable_url_table();
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .with_query_planner(Arc::new(calls::InliningPlanner))
+            .build();
+        let ctx = SessionContext::new_with_state(state).enable_url_table();
         let analyses = library::analyses(&catalog.sql_files());
         let schema = Arc::new(lazy::LibrarySchema::new(&analyses));
         schema.bind(ctx.state_weak_ref());
