@@ -196,7 +196,6 @@ struct RunMeta {
     file: usize,
     offset: u64,
     len: u64,
-    rows: usize,
     base: u64,
     first: Key,
     last: Key,
@@ -207,7 +206,6 @@ pub struct RunStore {
     /// The staging files are `path.0`, `path.1`, ... ([`RunWriter`]).
     path: PathBuf,
     runs: Vec<RunMeta>,
-    pub rows: u64,
     /// Every run was sorted as read and each started at or after the end of the one before.
     in_order: bool,
 }
@@ -217,7 +215,6 @@ impl RunStore {
         RunStore {
             path: path.to_path_buf(),
             runs: Vec::new(),
-            rows: 0,
             in_order: true,
         }
     }
@@ -232,7 +229,6 @@ impl RunStore {
             file: run.file,
             offset: run.offset,
             len: run.len,
-            rows: run.rows,
             base,
             first: shift(run.first),
             last: shift(run.last),
@@ -240,7 +236,6 @@ impl RunStore {
         if !run.was_sorted || self.runs.last().is_some_and(|p| p.last > meta.first) {
             self.in_order = false;
         }
-        self.rows += run.rows as u64;
         self.runs.push(meta);
         Ok(())
     }
@@ -315,7 +310,6 @@ impl RunStore {
             let reader = StreamReader::try_new(BufReader::new(f.take(run.len)), None)
                 .map_err(|e| MemqError::input(&path, Location::None, e.to_string()))?;
             cursors.push(Cursor::new(reader, run.base, path)?);
-            debug_assert!(run.rows > 0);
         }
         if self.in_order {
             // Runs follow one another: concatenate them, in batches of MERGE_ROWS.
