@@ -73,8 +73,7 @@ impl QueryPlanner for ClusterPlanner {
         let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
             return plan_err!("memq cluster: no session state");
         };
-        let ctx = SessionContext::new_with_state(state.clone());
-        let plan = memq_engine::calls::inline_checked_calls(&ctx, logical_plan.clone()).await?;
+        let plan = memq_engine::calls::inline_calls_of(session, logical_plan).await?;
         let plan = values_for_memory_scans(state, plan).await?;
         self.inner.create_physical_plan(&plan, session).await
     }

@@ -704,19 +704,23 @@ impl QueryPlanner for InliningPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("memq: no session state");
-        };
-        let plan = if checked_scans(logical_plan)?.is_empty() {
-            logical_plan.clone()
-        } else {
-            let ctx = SessionContext::new_with_state(state.clone());
-            inline_checked_calls(&ctx, logical_plan.clone()).await?
-        };
+        let plan = inline_calls_of(session, logical_plan).await?;
         DefaultPhysicalPlanner::default()
             .create_physical_plan(&plan, session)
             .await
     }
+}
+
+/// [`inline_checked_calls`] for a query planner: `plan` as it is when it calls nothing.
+pub async fn inline_calls_of(session: &dyn Session, plan: &LogicalPlan) -> DfResult<LogicalPlan> {
+    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("memq: no session state");
+    };
+    if checked_scans(plan)?.is_empty() {
+        return Ok(plan.clone());
+    }
+    let ctx = SessionContext::new_with_state(state.clone());
+    inline_checked_calls(&ctx, plan.clone()).await
 }
 
 /// `plan` with every scan of a [`CheckedCall`] (subqueries included) replaced by the plan it
