@@ -164,10 +164,19 @@ pub struct Vocabulary {
 }
 
 impl Vocabulary {
-    /// Reads every table, view (with their columns) and function of the session.
+    /// Reads every table, view (with their columns) and function of the session. The library's
+    /// views are taken from their `@column` lines, which are checked against the plan when a
+    /// view is planned: asking the schema for them would plan all of them at the shell's start
+    /// (0.2 s of the 0.3 s it took to show the prompt on a 1 M-event dataset).
     pub async fn load(ctx: &SessionContext) -> Vocabulary {
         let mut v = Vocabulary::default();
         let mut columns = BTreeSet::new();
+        let analyses = crate::analyses();
+        let library_views: BTreeMap<&str, &memq_engine::library::Analysis> = analyses
+            .iter()
+            .filter(|a| !a.is_table_function())
+            .map(|a| (a.name.as_str(), a))
+            .collect();
         let state = ctx.state();
         let catalog_name = state.config().options().catalog.default_catalog.clone();
         let schema_name = state.config().options().catalog.default_schema.clone();
@@ -178,7 +187,12 @@ impl Vocabulary {
             let mut names = schema.table_names();
             names.sort();
             for name in names {
-                if let Ok(Some(t)) = schema.table(&name).await {
+                if let Some(a) = library_views.get(name.as_str()) {
+                    let own: Vec<String> = a.columns.iter().map(|c| c.name.clone()).collect();
+                    columns.extend(own.iter().cloned());
+                    v.columns_of.insert(name.clone(), own);
+                    v.views.push(name);
+                } else if let Ok(Some(t)) = schema.table(&name).await {
                     let own: Vec<String> = t
                         .schema()
                         .fields()
@@ -201,12 +215,9 @@ impl Vocabulary {
         let mut tf: Vec<String> = state.table_functions().keys().cloned().collect();
         tf.sort();
         v.table_functions = tf;
-        for a in crate::analyses()
-            .into_iter()
-            .filter(|a| a.is_table_function())
-        {
+        for a in analyses.iter().filter(|a| a.is_table_function()) {
             let own = a.columns.iter().map(|c| c.name.clone()).collect();
-            v.columns_of.insert(a.name, own);
+            v.columns_of.insert(a.name.clone(), own);
         }
         v.columns = columns.into_iter().collect();
         v
