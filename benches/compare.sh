@@ -232,5 +232,12 @@ for input in "${inputs[@]}"; do
     python3 "$bench/check.py" check "$out" || status=1
   fi
   python3 "$bench/check.py" table "$out" "$("$MEMQ" --version 2>/dev/null | head -1 || echo 'memq ?') · DuckDB $duck_version · $(nproc) cores · RUNS=$RUNS"
+  # the interactive shell on the same dataset: time from `memq DATASET` to its prompt, in a pty
+  # (benches/repl_open.py; its first start is left out)
+  if opened=$(python3 "$here/benches/repl_open.py" "$MEMQ" "$out/d.memq" "$RUNS"); then
+    sed -n 's/^reopening the cached dataset, /The shell (`memq DATASET`) shows its prompt in: /p' <<<"$opened"
+  else
+    status=1
+  fi
 done
 exit "$status"
