@@ -631,6 +631,34 @@ fn expanded_display_chart_and_raw_values() {
     quit(p);
 }
 
+/// The shell's vocabulary takes the library's views from their `@column` lines (planning them
+/// all cost 0.2 s before the first prompt): for every view, those are the columns its plan has.
+#[test]
+fn vocabulary_columns_of_views_are_those_of_their_plans() {
+    let f = Fixture::new();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let e = Engine::open(&f.dataset, &memq::catalog()).await.unwrap();
+        let vocab = Vocabulary::load(&e.ctx).await;
+        assert!(vocab.views.len() >= 10, "views: {:?}", vocab.views);
+        for view in &vocab.views {
+            let planned: Vec<String> = e
+                .ctx
+                .table(view.as_str())
+                .await
+                .unwrap_or_else(|err| panic!("{view}: {err}"))
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            assert_eq!(vocab.columns_of.get(view), Some(&planned), "view {view}");
+            for c in &planned {
+                assert!(vocab.columns.contains(c), "column {c} of {view}");
+            }
+        }
+    });
+}
+
 /// Issue 11, finding 7: completion by position. After FROM only relations are candidates: a
 /// prefix shared with columns or functions (as `pea` was with `peak_bytes`) completes to the
 /// relation; in WHERE a prefix that is ambiguous among all columns completes to the one column
