@@ -70,7 +70,7 @@ def main():
     first = open_once(memq, target)
     times = sorted(open_once(memq, target) for _ in range(runs))
     print(f"first start (ingest into the cache when INPUT is raw): {first * 1000:.1f} ms")
-    print(f"reopening the cached dataset, {runs} runs: fastest {times[0] * 1000:.1f} ms, "
+    print(f"reopening the cached dataset, {runs} run{'s' if runs != 1 else ''}: fastest {times[0] * 1000:.1f} ms, "
           f"median {statistics.median(times) * 1000:.1f} ms")
 
 
