@@ -187,24 +187,26 @@ impl Vocabulary {
             let mut names = schema.table_names();
             names.sort();
             for name in names {
-                if let Some(a) = library_views.get(name.as_str()) {
-                    let own: Vec<String> = a.columns.iter().map(|c| c.name.clone()).collect();
-                    columns.extend(own.iter().cloned());
-                    v.columns_of.insert(name.clone(), own);
+                let (own, view): (Vec<String>, bool) =
+                    if let Some(a) = library_views.get(name.as_str()) {
+                        (column_names(a), true)
+                    } else if let Ok(Some(t)) = schema.table(&name).await {
+                        let own = t
+                            .schema()
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().clone())
+                            .collect();
+                        (own, t.table_type() == TableType::View)
+                    } else {
+                        continue;
+                    };
+                columns.extend(own.iter().cloned());
+                v.columns_of.insert(name.clone(), own);
+                if view {
                     v.views.push(name);
-                } else if let Ok(Some(t)) = schema.table(&name).await {
-                    let own: Vec<String> = t
-                        .schema()
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().clone())
-                        .collect();
-                    columns.extend(own.iter().cloned());
-                    v.columns_of.insert(name.clone(), own);
-                    match t.table_type() {
-                        TableType::View => v.views.push(name),
-                        _ => v.tables.push(name),
-                    }
+                } else {
+                    v.tables.push(name);
                 }
             }
         }
@@ -216,8 +218,7 @@ impl Vocabulary {
         tf.sort();
         v.table_functions = tf;
         for a in analyses.iter().filter(|a| a.is_table_function()) {
-            let own = a.columns.iter().map(|c| c.name.clone()).collect();
-            v.columns_of.insert(a.name.clone(), own);
+            v.columns_of.insert(a.name.clone(), column_names(a));
         }
         v.columns = columns.into_iter().collect();
         v
@@ -241,6 +242,11 @@ impl Vocabulary {
             .find(|(r, _)| r.eq_ignore_ascii_case(relation))
             .map(|(_, c)| c)
     }
+}
+
+/// The columns an analysis declares (its `@column` lines).
+fn column_names(a: &memq_engine::library::Analysis) -> Vec<String> {
+    a.columns.iter().map(|c| c.name.clone()).collect()
 }
 
 /// The rustyline helper of the REPL.
