@@ -45,3 +45,27 @@ pub fn analyses() -> Vec<memq_engine::library::Analysis> {
 pub fn functions() -> Vec<memq_core::format::Function> {
     memq_engine::all_functions(&catalog())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The library is built in, so it is checked here rather than at each open: every file
+    /// parses, and no analysis reads itself through others (a cycle would recurse when a view
+    /// is planned). The order must also put each analysis after those it reads.
+    #[test]
+    fn library_is_acyclic() {
+        let all = super::analyses();
+        let names: Vec<&str> = all.iter().map(|a| a.name.as_str()).collect();
+        let order = memq_engine::library::topological(&all).expect("no cycle");
+        assert_eq!(order.len(), all.len());
+        let place = |n: &str| order.iter().position(|a| a.name == n).unwrap();
+        let mut edges = 0;
+        for a in &all {
+            for d in memq_engine::library::dependencies(a, &names).unwrap() {
+                assert!(place(&d) < place(&a.name), "{} before {}", d, a.name);
+                edges += 1;
+            }
+        }
+        // The library builds on itself (oom_findings reads step_peaks, …).
+        assert!(edges > 10, "{edges} dependencies");
+    }
+}
