@@ -2,9 +2,10 @@
 //! count, a return type and a body over whole arrays. Formats and the engine declare theirs
 //! with [`scalar`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::Result as DfResult;
@@ -141,9 +142,19 @@ pub fn ints(a: &ArrayRef) -> DfResult<Int64Array> {
 }
 
 pub fn map_str(a: &ArrayRef, f: impl Fn(&str) -> Option<String>) -> DfResult<ArrayRef> {
+    map_opt_str(a, |v| v.and_then(&f))
+}
+
+/// `f` of each value (NULL as `None`), computed once per distinct value of the batch: the
+/// columns these functions read (owners, sources) repeat a few values over many rows.
+pub fn map_opt_str(a: &ArrayRef, f: impl Fn(Option<&str>) -> Option<String>) -> DfResult<ArrayRef> {
     let s = strings(a)?;
-    let out: StringArray = s.iter().map(|v| v.and_then(&f)).collect();
-    Ok(Arc::new(out))
+    let mut memo: HashMap<Option<&str>, Option<String>> = HashMap::new();
+    let mut out = StringBuilder::with_capacity(s.len(), s.len() * 8);
+    for v in s.iter() {
+        out.append_option(memo.entry(v).or_insert_with(|| f(v)).as_deref());
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// Bytes in IEC units with two decimals: `512 B`, `1.50 KiB`, `16.00 MiB`.

@@ -42,11 +42,15 @@ use parking_lot::Mutex;
 use crate::library::{self, Analysis};
 use crate::units::{format_epoch, parse_duration, parse_epoch};
 
-/// The time range of the msMemScope events, ns.
-const EVENTS_RANGE: &str = "SELECT min(ts), max(ts) FROM events";
+/// The time range of the msMemScope events, ns: from `event_counts` (a row per source, process,
+/// device and event, with its first and last time), not a scan of `events`.
+const EVENTS_RANGE: &str = "SELECT min(first_ts), max(last_ts) FROM event_counts";
 /// The time range of the snapshot trace entries, µs.
 const TRACES_RANGE: &str = "SELECT min(time_us), max(time_us) FROM snap_traces";
-const POOLS: &str = "SELECT DISTINCT pool FROM curve WHERE pool IS NOT NULL ORDER BY pool";
+/// The pools of `curve` (a row per MALLOC/FREE row, its pool the row's Event Type, empty when it
+/// has none), from `event_counts`.
+const POOLS: &str = "SELECT DISTINCT COALESCE(event_type, '') AS pool FROM event_counts \
+     WHERE event IN ('MALLOC', 'FREE') ORDER BY pool";
 const SNAPSHOTS: &str = "SELECT DISTINCT snapshot FROM snap_info ORDER BY snapshot";
 /// The names a side of `run_diff` may take: a capture (memscope-format §5.9) or a dump file.
 const CAPTURES: &str = "SELECT name FROM (SELECT DISTINCT capture(source) AS name FROM blocks \
@@ -580,14 +584,37 @@ pub async fn resolve(
 pub struct CheckedCall {
     pub analysis: Analysis,
     pub args: Vec<Arg>,
-    /// The call's schema, from a plan with [`stand_in`] values.
-    pub schema: SchemaRef,
+    /// The [`stand_in`] values and the call's plan with them, which gives the call's schema. A
+    /// stand-in is the argument itself when that is a plain value (a pool's name, a moment in
+    /// ns), so once the checks pass this plan is usually the call's own.
+    pub stand_in: Vec<ScalarValue>,
+    pub plan: LogicalPlan,
+}
+
+impl CheckedCall {
+    /// The call's plan: its arguments resolved and checked in `ctx`, the analysis planned with
+    /// them (unless they are the stand-in values, whose plan is kept).
+    async fn resolved_plan(&self, ctx: &SessionContext) -> DfResult<LogicalPlan> {
+        let values = resolve(ctx, &self.analysis, &self.args).await?;
+        if values == self.stand_in {
+            return Ok(self.plan.clone());
+        }
+        let bound = library::bind(&self.analysis, &values)?;
+        let plan = library::plan(&ctx.state(), &self.analysis, bound).await?;
+        if plan.schema().fields().len() != self.plan.schema().fields().len() {
+            return Err(DataFusionError::Internal(format!(
+                "{}: the call's columns changed with its arguments",
+                self.analysis.name
+            )));
+        }
+        Ok(plan)
+    }
 }
 
 #[async_trait]
 impl TableProvider for CheckedCall {
     fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        self.plan.schema().inner().clone()
     }
 
     fn table_type(&self) -> TableType {
@@ -613,15 +640,7 @@ impl TableProvider for CheckedCall {
             return plan_err!("{}: no session state", self.analysis.name);
         };
         let ctx = SessionContext::new_with_state(state.clone());
-        let values = resolve(&ctx, &self.analysis, &self.args).await?;
-        let bound = library::bind(&self.analysis, &values)?;
-        let plan = library::plan(state, &self.analysis, bound).await?;
-        if plan.schema().fields().len() != self.schema.fields().len() {
-            return Err(DataFusionError::Internal(format!(
-                "{}: the call's columns changed with its arguments",
-                self.analysis.name
-            )));
-        }
+        let plan = self.resolved_plan(&ctx).await?;
         ViewTable::new(plan, None)
             .scan(state, projection, filters, limit)
             .await
@@ -661,15 +680,7 @@ async fn inline_scan(ctx: &SessionContext, scan: &TableScan) -> DfResult<Logical
     let call = provider
         .downcast_ref::<CheckedCall>()
         .ok_or_else(|| DataFusionError::Internal("not a checked call".into()))?;
-    let values = resolve(ctx, &call.analysis, &call.args).await?;
-    let bound = library::bind(&call.analysis, &values)?;
-    let plan = library::plan(&ctx.state(), &call.analysis, bound).await?;
-    if plan.schema().fields().len() != call.schema.fields().len() {
-        return Err(DataFusionError::Internal(format!(
-            "{}: the call's columns changed with its arguments",
-            call.analysis.name
-        )));
-    }
+    let plan = call.resolved_plan(ctx).await?;
     let mut b = LogicalPlanBuilder::from(plan).alias(scan.table_name.clone())?;
     if let Some(filter) = conjunction(scan.filters.clone()) {
         b = b.filter(filter)?;

@@ -536,11 +536,13 @@ impl TableFunctionImpl for SqlTableFunction {
             return Ok(Arc::new(ViewTable::new(plan_with(&values)?, None)));
         }
         // Checked, and planned with the real values, when scanned.
-        let plan = plan_with(&calls::stand_in(&self.analysis, &given))?;
+        let stand_in = calls::stand_in(&self.analysis, &given);
+        let plan = plan_with(&stand_in)?;
         Ok(Arc::new(calls::CheckedCall {
             analysis: self.analysis.clone(),
             args: given,
-            schema: Arc::new(plan.schema().as_arrow().clone()),
+            stand_in,
+            plan,
         }))
     }
 }

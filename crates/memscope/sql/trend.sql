@@ -112,66 +112,51 @@ per_bucket AS (
     LEFT JOIN sources f ON f.source = s.source
     GROUP BY 1, 2, 3, 4, 5
 ),
--- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts"), algorithm
--- B at total_last of every bucket that has one. Each bucket is numbered by how many values of
--- its sequence came up to it (n_a, n_b), so the value in force is the one its group starts
--- with, and the first and last values are those numbered 1 and n. (No IGNORE NULLS: a cluster
--- plan does not carry it. per_bucket is read once: a CTE named twice is computed twice.)
-marked AS (
+-- algorithm A looks at used_last of the non-empty buckets after bucket 0 ("lasts", last_a),
+-- algorithm B at total_last of every bucket that has one. A sequence never decreases when no
+-- value is below the highest value before it; its first and last values are those with no
+-- value before them and none after them. (No IGNORE NULLS: a cluster plan does not carry it.
+-- per_bucket is read once, the windows built on it: a CTE named twice is computed twice.)
+ordered AS (
     SELECT *,
-           COUNT(last_a) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS n_a,
-           COUNT(total_last) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS n_b
+           last_a < MAX(last_a) OVER before AS down_a,
+           total_last < MAX(total_last) OVER before AS down_b,
+           COUNT(last_a) OVER upto AS n_a, COUNT(last_a) OVER from_here AS r_a,
+           COUNT(total_last) OVER upto AS n_b, COUNT(total_last) OVER from_here AS r_b
     FROM (SELECT *, CASE WHEN bucket >= 1 THEN used_last END AS last_a FROM per_bucket) p
-),
-held AS (
-    SELECT *,
-           MAX(last_a) OVER (PARTITION BY source, pid, device, pool, n_a) AS held_a,
-           MAX(total_last) OVER (PARTITION BY source, pid, device, pool, n_b) AS held_b
-    FROM marked
-),
-stepped AS (
-    SELECT *,
-           CASE WHEN n_a > 1 AND last_a IS NOT NULL
-                THEN last_a < LAG(held_a) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) END AS down_a,
-           CASE WHEN n_b > 1 AND total_last IS NOT NULL
-                THEN total_last < LAG(held_b) OVER (PARTITION BY source, pid, device, pool ORDER BY bucket) END AS down_b
-    FROM held
+    WINDOW before AS (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+           upto AS (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+           from_here AS (PARTITION BY source, pid, device, pool ORDER BY bucket ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
 ),
 based AS (
     SELECT *,
-           -- A: the baseline is the first of the lasts, the final value the last one
            MAX(CASE WHEN n_a = 1 THEN last_a END) OVER s AS base_used,
-           MAX(CASE WHEN n_a = n_lasts THEN last_a END) OVER s AS final_a,
-           n_lasts - 1 AS compared,
+           MAX(CASE WHEN r_a = 1 THEN last_a END) OVER s AS final_a,
+           COUNT(last_a) OVER s AS n_lasts,
            bool_or(COALESCE(down_a, FALSE)) OVER s AS a_decreases,
-           -- B
            MAX(CASE WHEN n_b = 1 THEN total_last END) OVER s AS total_first_bytes,
-           MAX(CASE WHEN n_b = n_totals THEN total_last END) OVER s AS total_final_bytes,
+           MAX(CASE WHEN r_b = 1 THEN total_last END) OVER s AS total_final_bytes,
+           COUNT(total_last) OVER s AS n_totals,
            bool_or(COALESCE(down_b, FALSE)) OVER s AS b_decreases
-    FROM (
-        SELECT *,
-               MAX(n_a) OVER (PARTITION BY source, pid, device, pool) AS n_lasts,
-               MAX(n_b) OVER (PARTITION BY source, pid, device, pool) AS n_totals
-        FROM stepped
-    ) t
+    FROM ordered
     WINDOW s AS (PARTITION BY source, pid, device, pool)
 ),
 verdicts AS (
     SELECT *,
-           -- buckets after the baseline that are above it (the baseline is not its own competitor)
+           -- lasts above the baseline (the baseline is not its own competitor)
            COUNT(CASE WHEN last_a > base_used THEN 1 END) OVER (PARTITION BY source, pid, device, pool) AS above_base
     FROM based
 )
 SELECT source, pid, device, pool, bucket, t0, t1, t0 / unit_ns AS t0_raw, t1 / unit_ns AS t1_raw,
        points, used_last, used_min_bytes, used_max_bytes, total_last,
        base_used,
-       GREATEST(compared, 0) AS compared_buckets,
+       GREATEST(n_lasts - 1, 0) AS compared_buckets,
        above_base,
        NOT a_decreases AS monotonic,
        final_a - base_used AS net_growth_bytes,
        CAST(final_a - base_used AS DOUBLE) / CAST(GREATEST(base_used, 1) AS DOUBLE) * 100.0 AS net_growth_pct,
-       CASE WHEN compared < 1 THEN 'no_verdict'
-            WHEN above_base = compared AND NOT a_decreases THEN 'strong'
+       CASE WHEN n_lasts < 2 THEN 'no_verdict'
+            WHEN above_base = n_lasts - 1 AND NOT a_decreases THEN 'strong'
             WHEN above_base = 0 THEN 'no_growth'
             ELSE 'discontinuous' END AS growth_verdict,
        total_first_bytes, total_final_bytes,

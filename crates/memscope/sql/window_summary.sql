@@ -107,20 +107,20 @@ totals AS (
     FROM per_group
     GROUP BY source, pid, device, pool
 ),
--- counter peak among the rows inside the window
+-- counter peak among the rows inside the window, with the unit of its source's times (the
+-- few series joined to `sources`, not every row)
 peaks AS (
-    SELECT source, pid, device, pool,
-           MAX(used) AS used_peak,
-           first_value(ts ORDER BY used DESC, ts, row_idx) AS used_peak_ts,
-           MAX(unit_ns) AS unit_ns
+    SELECT u.*, CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
     FROM (
-        SELECT u.*, CASE WHEN f.ts_unit = 'us' THEN 1000 ELSE 1 END AS unit_ns
-        FROM usage_series u
-        LEFT JOIN sources f ON f.source = u.source
+        SELECT source, pid, device, pool,
+               MAX(used) AS used_peak,
+               first_value(ts ORDER BY used DESC, ts, row_idx) AS used_peak_ts
+        FROM usage_series
+        WHERE ts >= $t0 AND ts <= $t1 AND used IS NOT NULL
+          AND ($pool IS NULL OR pool = $pool)
+        GROUP BY source, pid, device, pool
     ) u
-    WHERE ts >= $t0 AND ts <= $t1 AND used IS NOT NULL
-      AND ($pool IS NULL OR pool = $pool)
-    GROUP BY source, pid, device, pool
+    LEFT JOIN sources f ON f.source = u.source
 )
 SELECT t.source, t.pid, t.device, t.pool,
        t.start_blocks, t.start_bytes,

@@ -9,7 +9,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::Result as DfResult;
 use memq_core::format::Function;
-use memq_core::function::{ints, map_str, scalar, strings};
+use memq_core::function::{ints, map_opt_str, map_str, scalar, strings};
 
 use crate::{attr, owner};
 
@@ -52,12 +52,9 @@ fn owner_parts(args: &[ArrayRef]) -> DfResult<ArrayRef> {
 }
 
 fn owner_group(args: &[ArrayRef]) -> DfResult<ArrayRef> {
-    let owners = strings(&args[0])?;
-    let out: StringArray = owners
-        .iter()
-        .map(|o| Some(owner::group(o.unwrap_or("")).to_string()))
-        .collect();
-    Ok(Arc::new(out))
+    map_opt_str(&args[0], |o| {
+        Some(owner::group(o.unwrap_or("")).to_string())
+    })
 }
 
 fn owner_level(args: &[ArrayRef]) -> DfResult<ArrayRef> {
