@@ -29,6 +29,7 @@ fn main() {
     let opts = IngestOptions {
         output: dir.path().join("bench.memq"),
         force: true,
+        append: false,
         strict: false,
         progress: false,
     };

@@ -36,9 +36,14 @@ pub fn catalog() -> Catalog {
     ])
 }
 
-/// Every canned analysis of every format.
+/// Every canned analysis of every format (the library is built in: parsed once per process;
+/// the shell asks for it after every statement).
 pub fn analyses() -> Vec<memq_engine::library::Analysis> {
-    memq_engine::library::analyses(&catalog().sql_files())
+    static LIBRARY: std::sync::OnceLock<Vec<memq_engine::library::Analysis>> =
+        std::sync::OnceLock::new();
+    LIBRARY
+        .get_or_init(|| memq_engine::library::analyses(&catalog().sql_files()))
+        .clone()
 }
 
 /// Every SQL function memq adds, with its docs.

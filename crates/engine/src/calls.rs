@@ -47,9 +47,9 @@ use crate::units::{format_epoch, parse_duration, parse_epoch};
 const EVENTS_RANGE: &str = "SELECT min(first_ts), max(last_ts) FROM event_counts";
 /// The time range of the snapshot trace entries, µs.
 const TRACES_RANGE: &str = "SELECT min(time_us), max(time_us) FROM snap_traces";
-/// The pools of `curve` (a row per MALLOC/FREE row, its pool the row's Event Type, empty when it
-/// has none), from `event_counts`.
-const POOLS: &str = "SELECT DISTINCT COALESCE(event_type, '') AS pool FROM event_counts \
+/// The pools of `curve` (a row per MALLOC/FREE row, its pool the row's Event Type), from
+/// `event_counts`.
+const POOLS: &str = "SELECT DISTINCT event_type AS pool FROM event_counts \
      WHERE event IN ('MALLOC', 'FREE') ORDER BY pool";
 const SNAPSHOTS: &str = "SELECT DISTINCT snapshot FROM snap_info ORDER BY snapshot";
 /// The names a side of `run_diff` may take: a capture (memscope-format §5.9) or a dump file.

@@ -43,6 +43,8 @@ pub struct Engine {
     pub dataset: PathBuf,
     pub manifest: Manifest,
     pub catalog: Catalog,
+    /// The catalog's SQL library, parsed once at open.
+    analyses: Vec<library::Analysis>,
 }
 
 /// Every SQL function: the engine's display functions, then each format's.
@@ -115,12 +117,13 @@ impl Engine {
             dataset: dataset.to_path_buf(),
             manifest,
             catalog: catalog.clone(),
+            analyses,
         })
     }
 
     /// The canned analyses of the catalog's formats.
-    pub fn analyses(&self) -> Vec<library::Analysis> {
-        library::analyses(&self.catalog.sql_files())
+    pub fn analyses(&self) -> &[library::Analysis] {
+        &self.analyses
     }
 
     /// Plans one statement.
