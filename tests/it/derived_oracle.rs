@@ -2,7 +2,8 @@
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
-//! usage_tiles, step_usage.sql against step_usage and step_peaks read from it, hal_mallocs against the events it copies), on
+//! usage_tiles, step_usage.sql against step_usage and step_peaks read from it, hal_mallocs against the events it copies;
+//! oom_events.sql and oom_findings.sql, the OOM views before their rewrite in fewer layers), on
 //! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -59,7 +60,16 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let trend_13 = args("trend.sql", "$buckets", "13");
     let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
     let expansions = std::fs::read_to_string(dir.join("pool_expansions.sql")).unwrap();
+    // oom_events and oom_findings as they were before their rewrite in fewer layers (5 + 5
+    // windows; the planning was most of their time)
+    let oom_events = std::fs::read_to_string(dir.join("oom_events.sql")).unwrap();
+    let oom_findings = std::fs::read_to_string(dir.join("oom_findings.sql"))
+        .unwrap()
+        .replace("FROM oom_events\n", "FROM oracle_oom_events\n");
+    assert!(oom_findings.contains("FROM oracle_oom_events"));
     for (name, sql) in [
+        ("oracle_oom_events", oom_events),
+        ("oracle_oom_findings", oom_findings),
         ("oracle_pool_expansions", expansions),
         ("oracle_event_counts", counts),
         ("oracle_curve_buckets", curve_buckets),
@@ -114,6 +124,8 @@ async fn check(input: PathBuf) -> Vec<String> {
     let step_cols = "source, pid, device, step, origin, start_ts, end_ts, pool, points, start_used, peak_used, peak_ts, end_used, growth, growth_vs_prev";
     let bucket_cols = "source, pid, device, pool, metric, bucket, t0, t1, points, first_bytes, last_bytes, min_bytes, max_bytes, end_bytes";
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
+    let oom_event_cols = "source, pid, device, trigger_id, oom_ts, kind, nth, id, ts, func, req_size, flag, ret, pool, ptr, size, alloc_ts, owner, owner_group, stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free, stack_py, stack_c";
+    let oom_finding_cols = "source, pid, device, trigger_id, oom_ts, priority, rule, verdict, evidence, req_size, free_mem, snapshot_ts";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
     // fragmentation has one row per series: compared row by row in key order (its list of
     // structs, lowest_usage, cannot be grouped by the multiset check below; the mean, a sum of
@@ -168,6 +180,10 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_curve", "curve", curve_cols),
         ("owner_peaks", "oracle_owner_peaks", owner_cols),
         ("oracle_owner_peaks", "owner_peaks", owner_cols),
+        ("oom_events", "oracle_oom_events", oom_event_cols),
+        ("oracle_oom_events", "oom_events", oom_event_cols),
+        ("oom_findings", "oracle_oom_findings", oom_finding_cols),
+        ("oracle_oom_findings", "oom_findings", oom_finding_cols),
     ] {
         let diff = missing(&e, a, b, cols).await;
         assert!(
@@ -211,6 +227,19 @@ async fn committed_and_real_inputs() {
         )
         .await
             > 0
+    );
+    // and OOM records copied into every device file (the oom checks are not empty either)
+    assert!(
+        int(
+            &e,
+            "SELECT COUNT(*) FROM oom_findings WHERE verdict = 'yes'"
+        )
+        .await
+            > 0
+    );
+    assert!(
+        int(&e, "SELECT COUNT(*) FROM oom WHERE kind = 'top'").await
+            > int(&e, "SELECT COUNT(*) FROM oom_events WHERE kind = 'top'").await
     );
     for f in [
         "memscope/real/v1_smoke_multiproc_a.csv",

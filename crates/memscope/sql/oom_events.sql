@@ -54,76 +54,80 @@ records AS (
     FROM (
         SELECT o.*,
                ROW_NUMBER() OVER (PARTITION BY o.capture, o.pid, o.id, o.kind, o.ts, o.attr ORDER BY o.source, o.row_idx) AS copy
-        FROM (SELECT *, capture(source) AS capture FROM oom) o
+        FROM (SELECT source, row_idx, capture(source) AS capture, pid, device, id, kind, ts, attr, func, req_size, flag,
+                     ret, pool, ptr, size, alloc_ts, stack_py, stack_c
+              FROM oom) o
     ) c
     WHERE copy = 1
 ),
--- each record with the trigger that precedes it in the process's event order
+-- the records and the SNAPSHOTs of each process and device in event order (ID; a snapshot
+-- before a record of the same ID): every record learns the latest snapshot before it — the
+-- least of the snapshots so far by (-ID, file, row), which is the latest, and of copies of it
+-- the first. (Not last_value … IGNORE NULLS: a cluster loses IGNORE NULLS with the plan.)
+with_snapshot AS (
+    SELECT *,
+           MIN(CASE WHEN kind = 'snapshot'
+                    THEN named_struct('neg_id', -id, 'source', source, 'row_idx', row_idx, 'ts', ts, 'name', snap_name,
+                                      'free_mem', free_mem, 'total_mem', total_mem, 'reserved', reserved,
+                                      'allocated', allocated) END) OVER (
+               PARTITION BY capture, pid, device ORDER BY id, CASE WHEN kind = 'snapshot' THEN 0 ELSE 1 END
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS snapshot
+    FROM (
+        SELECT source, row_idx, capture, pid, device, id, kind, ts, func, req_size, flag, ret, pool, ptr, size,
+               alloc_ts, stack_py, stack_c, CAST(NULL AS VARCHAR) AS snap_name, CAST(NULL AS BIGINT) AS free_mem,
+               CAST(NULL AS BIGINT) AS total_mem, CAST(NULL AS BIGINT) AS reserved, CAST(NULL AS BIGINT) AS allocated
+        FROM records
+        UNION ALL
+        SELECT source, row_idx, capture(source), pid, device, id, 'snapshot', ts, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               NULL, NULL, NULL, name, free_mem, total_mem, reserved, allocated
+        FROM mem_snapshots
+    ) u
+),
+-- each record with the trigger that precedes it in the process's event order (a trigger before
+-- a RECENT/TOP row of the same ID), and that trigger's file, device, time and snapshot (the
+-- least of the triggers so far by (-ID, file, row) is the latest)
 with_trigger AS (
-    SELECT r.*,
-           MAX(CASE WHEN r.kind = 'trigger' THEN r.id END)
-               OVER (PARTITION BY r.capture, r.pid ORDER BY r.id, CASE WHEN r.kind = 'trigger' THEN 0 ELSE 1 END
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS trigger_id
-    FROM records r
+    SELECT *,
+           MAX(CASE WHEN kind = 'trigger' THEN id END) OVER process AS trigger_id,
+           MIN(CASE WHEN kind = 'trigger'
+                    THEN named_struct('neg_id', -id, 'source', source, 'row_idx', row_idx, 'device', device, 'ts', ts,
+                                      'snapshot', snapshot) END) OVER process AS t
+    FROM with_snapshot
+    WHERE kind <> 'snapshot'
+    WINDOW process AS (PARTITION BY capture, pid ORDER BY id, CASE WHEN kind = 'trigger' THEN 0 ELSE 1 END
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
-triggers AS (
-    SELECT source, capture, pid, device, id, ts FROM records WHERE kind = 'trigger'
-),
--- snapshots once per (pid, device, ID)
-snapshots AS (
-    SELECT *
-    FROM (
-        SELECT s.*, ROW_NUMBER() OVER (PARTITION BY s.capture, s.pid, s.device, s.id ORDER BY s.source, s.row_idx) AS copy
-        FROM (SELECT *, capture(source) AS capture FROM mem_snapshots) s
-    ) c
-    WHERE copy = 1
-),
--- each trigger with the latest snapshot of its process and device before it (by ID)
-trigger_snapshot AS (
-    SELECT capture, pid, device, id AS trigger_id, snap_id
-    FROM (
-        SELECT capture, pid, device, id, is_trigger,
-               MAX(CASE WHEN NOT is_trigger THEN id END)
-                   OVER (PARTITION BY capture, pid, device ORDER BY id, CASE WHEN is_trigger THEN 1 ELSE 0 END
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS snap_id
-        FROM (
-            SELECT capture, pid, device, id, TRUE AS is_trigger FROM triggers
-            UNION ALL
-            SELECT capture, pid, device, id, FALSE AS is_trigger FROM snapshots
-        ) u
-    ) w
-    WHERE is_trigger
-),
--- owners of the blocks the RECENT/TOP records name (the few records are matched first, so the
--- blocks are only probed, never grouped)
-block_owners AS (
-    SELECT capture(b.source) AS capture, b.pid, b.pool, b.ptr, b.alloc_ts, MIN(b.owner) AS owner
-    FROM blocks b
-    JOIN (SELECT DISTINCT pid, pool, ptr, alloc_ts FROM records WHERE kind <> 'trigger') r
-      ON b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
-    GROUP BY capture(b.source), b.pid, b.pool, b.ptr, b.alloc_ts
+-- the owner of the block a RECENT/TOP record names (MALLOC of the same process, pool, address
+-- and time; the least when several match)
+with_owner AS (
+    SELECT r.capture, r.pid, r.trigger_id, r.kind, r.id, r.ts, r.source, r.device, r.func, r.req_size, r.flag, r.ret,
+           r.pool, r.ptr, r.size, r.alloc_ts, r.stack_py, r.stack_c,
+           r.t['source'] AS t_source, r.t['device'] AS t_device, r.t['ts'] AS oom_ts, r.t['snapshot'] AS s,
+           MIN(b.owner) AS owner
+    FROM with_trigger r
+    LEFT JOIN blocks b
+           ON r.kind <> 'trigger' AND capture(b.source) = r.capture AND b.pid = r.pid AND b.pool = r.pool
+          AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
+    GROUP BY r.capture, r.pid, r.trigger_id, r.kind, r.id, r.ts, r.source, r.row_idx, r.device, r.func, r.req_size, r.flag,
+             r.ret, r.pool, r.ptr, r.size, r.alloc_ts, r.stack_py, r.stack_c, r.t
 )
-SELECT COALESCE(t.source, r.source) AS source,
-       r.pid,
-       COALESCE(t.device, r.device) AS device,
-       r.trigger_id,
-       t.ts AS oom_ts,
-       r.kind,
-       ROW_NUMBER() OVER (PARTITION BY r.capture, r.pid, r.trigger_id, r.kind ORDER BY r.id) AS nth,
-       r.id, r.ts,
-       r.func, r.req_size, r.flag, r.ret,
-       r.pool, r.ptr, r.size, r.alloc_ts,
-       b.owner,
-       CASE WHEN r.kind = 'trigger' THEN NULL ELSE owner_group(b.owner) END AS owner_group,
-       COALESCE(NULLIF(stack_frame(r.stack_py, 1), 'NA'), stack_frame(r.stack_c, 1)) AS stack_top,
-       s.ts AS snapshot_ts, s.name AS snapshot_name,
-       s.free_mem, s.total_mem, s.reserved AS reserved_bytes, s.allocated AS allocated_bytes,
-       CASE WHEN r.kind = 'trigger' AND s.free_mem > 0
-            THEN CAST(r.req_size AS DOUBLE) / CAST(s.free_mem AS DOUBLE) * 100.0 END AS req_pct_of_free,
-       r.stack_py, r.stack_c
-FROM with_trigger r
-LEFT JOIN triggers t ON t.capture = r.capture AND (t.pid IS NOT DISTINCT FROM r.pid) AND t.id = r.trigger_id
-LEFT JOIN trigger_snapshot ts ON ts.capture = t.capture AND (ts.pid IS NOT DISTINCT FROM t.pid) AND ts.device = t.device AND ts.trigger_id = t.id
-LEFT JOIN snapshots s ON s.capture = ts.capture AND (s.pid IS NOT DISTINCT FROM ts.pid) AND s.device = ts.device AND s.id = ts.snap_id
-LEFT JOIN block_owners b
-       ON b.capture = r.capture AND b.pid = r.pid AND b.pool = r.pool AND b.ptr = r.ptr AND b.alloc_ts = r.alloc_ts
+SELECT COALESCE(t_source, source) AS source,
+       pid,
+       COALESCE(t_device, device) AS device,
+       trigger_id,
+       oom_ts,
+       kind,
+       ROW_NUMBER() OVER (PARTITION BY capture, pid, trigger_id, kind ORDER BY id) AS nth,
+       id, ts,
+       func, req_size, flag, ret,
+       pool, ptr, size, alloc_ts,
+       owner,
+       CASE WHEN kind = 'trigger' THEN NULL ELSE owner_group(owner) END AS owner_group,
+       COALESCE(NULLIF(stack_frame(stack_py, 1), 'NA'), stack_frame(stack_c, 1)) AS stack_top,
+       s['ts'] AS snapshot_ts, s['name'] AS snapshot_name,
+       s['free_mem'] AS free_mem, s['total_mem'] AS total_mem, s['reserved'] AS reserved_bytes,
+       s['allocated'] AS allocated_bytes,
+       CASE WHEN kind = 'trigger' AND s['free_mem'] > 0
+            THEN CAST(req_size AS DOUBLE) / CAST(s['free_mem'] AS DOUBLE) * 100.0 END AS req_pct_of_free,
+       stack_py, stack_c
+FROM with_owner

@@ -83,20 +83,13 @@ placed AS (
                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS in_step
     FROM stream
 ),
--- per record: how often its stack repeats among the 5 most recent, bytes of its owner and
--- of its owner category among the TOP blocks
-counted AS (
-    SELECT *,
-           COUNT(*) OVER (PARTITION BY capture, pid, trigger_id, recent5, stack) AS stack_repeat,
-           SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, category) AS category_bytes,
-           SUM(size) OVER (PARTITION BY capture, pid, trigger_id, kind, owner) AS owner_bytes,
-           ROW_NUMBER() OVER (PARTITION BY capture, pid, trigger_id, kind, owner ORDER BY nth) AS owner_row
-    FROM placed
-    WHERE kind <> 'step'
-),
--- everything the rules need, one row per trigger
-facts AS (
-    SELECT capture, pid, trigger_id,
+-- per trigger, in one pass: its own figures, and the records grouped by call stack (among the 5
+-- most recent), by owner category and by owner (grouping sets; `by_*` says which grouping a row is)
+grouped AS (
+    SELECT capture, pid, trigger_id, kind, recent5, stack, category, owner,
+           GROUPING(stack) = 0 AS by_stack, GROUPING(category) = 0 AS by_category, GROUPING(owner) = 0 AS by_owner,
+           COUNT(*) AS n,
+           SUM(size) AS bytes,
            MAX(source) FILTER (WHERE kind = 'trigger') AS source,
            MAX(device) AS device,
            MAX(oom_ts) AS oom_ts,
@@ -108,18 +101,39 @@ facts AS (
            COUNT(*) FILTER (WHERE recent5) AS recent_n,
            SUM(size) FILTER (WHERE recent5) AS recent_bytes,
            COUNT(stack) FILTER (WHERE recent5) AS with_stack,
-           MAX(stack_repeat) FILTER (WHERE recent5 AND stack IS NOT NULL) AS max_repeat,
            MAX(size) FILTER (WHERE kind = 'recent') AS largest_recent,
            COUNT(DISTINCT in_step) FILTER (WHERE kind = 'recent') AS steps_spanned,
            COUNT(*) FILTER (WHERE kind = 'top') AS top_n,
            COUNT(owner) FILTER (WHERE kind = 'top') AS with_owner,
-           MAX(size) FILTER (WHERE kind = 'top') AS top_largest,
-           first_value(category ORDER BY category_bytes DESC, category)
-               FILTER (WHERE category IN ('model_states', 'kv_cache', 'activations')) AS top_category,
-           MAX(category_bytes) FILTER (WHERE category IN ('model_states', 'kv_cache', 'activations')) AS category_bytes,
-           string_agg(concat(COALESCE(owner, '?'), ' ', fmt_bytes(owner_bytes)), ', ' ORDER BY owner_bytes DESC, owner)
-               FILTER (WHERE kind = 'top' AND owner_row = 1) AS top_owners
-    FROM counted
+           MAX(size) FILTER (WHERE kind = 'top') AS top_largest
+    FROM placed
+    WHERE kind <> 'step'
+    GROUP BY GROUPING SETS ((capture, pid, trigger_id),
+                            (capture, pid, trigger_id, recent5, stack),
+                            (capture, pid, trigger_id, kind, category),
+                            (capture, pid, trigger_id, kind, owner))
+),
+-- everything the rules need, one row per trigger
+facts AS (
+    SELECT capture, pid, trigger_id,
+           MAX(source) AS source, MAX(device) AS device, MAX(oom_ts) AS oom_ts, MAX(req_size) AS req_size,
+           MAX(free_mem) AS free_mem, MAX(total_mem) AS total_mem, MAX(snapshot_ts) AS snapshot_ts,
+           MAX(snapshot_name) AS snapshot_name,
+           MAX(recent_n) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS recent_n,
+           MAX(recent_bytes) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS recent_bytes,
+           MAX(with_stack) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS with_stack,
+           MAX(largest_recent) AS largest_recent,
+           MAX(steps_spanned) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS steps_spanned,
+           MAX(top_n) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS top_n,
+           MAX(with_owner) FILTER (WHERE NOT (by_stack OR by_category OR by_owner)) AS with_owner,
+           MAX(top_largest) AS top_largest,
+           MAX(n) FILTER (WHERE by_stack AND recent5 AND stack IS NOT NULL) AS max_repeat,
+           first_value(category ORDER BY bytes DESC, category)
+               FILTER (WHERE by_category AND category IN ('model_states', 'kv_cache', 'activations')) AS top_category,
+           MAX(bytes) FILTER (WHERE by_category AND category IN ('model_states', 'kv_cache', 'activations')) AS category_bytes,
+           string_agg(concat(COALESCE(owner, '?'), ' ', fmt_bytes(bytes)), ', ' ORDER BY bytes DESC, owner)
+               FILTER (WHERE by_owner AND kind = 'top') AS top_owners
+    FROM grouped
     GROUP BY capture, pid, trigger_id
 ),
 -- does `used` of a framework pool end every complete step higher than the step before?

@@ -32,16 +32,12 @@ owner_curve AS (
     SELECT source, pid, device, pool, owner, peak_bytes, peak_ts
     FROM owner_live_peaks
 ),
--- Allocated blocks per owner: bytes and count, and the bytes never released.
+-- Allocated blocks per owner: bytes and count, and the bytes never released, summed at ingest
+-- as the blocks are written (table owner_totals: the blocks with an allocation time, the owner
+-- named as above: the MALLOC's, else '(stock)' for stock memory, else the pool).
 owner_blocks AS (
-    SELECT source, pid, device, pool,
-           COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
-           SUM(COALESCE(size, 0)) AS total_bytes,
-           COUNT(*) AS blocks,
-           SUM(CASE WHEN end_ts IS NULL THEN COALESCE(size, 0) ELSE 0 END) AS end_bytes
-    FROM blocks
-    WHERE alloc_ts IS NOT NULL
-    GROUP BY 1, 2, 3, 4, 5
+    SELECT source, pid, device, pool, owner, total_bytes, blocks, end_bytes
+    FROM owner_totals
 )
 SELECT b.source, b.pid, b.device, b.pool, b.owner,
        owner_group(b.owner) AS owner_group,

@@ -1,6 +1,7 @@
 //! Tables derived from a source's events in canonical order (one pass, memory bounded by the
 //! live-block set): `blocks` with each block's fate (docs/formats/memscope.md §5.4–5.5, decided by
-//! [`crate::fates`]), the staging rows of `curve` ([`crate::curve`]), `oom` and `mem_snapshots`.
+//! [`crate::fates`]), the staging rows of `curve` ([`crate::curve`]), `oom`, `mem_snapshots` and
+//! `owner_totals` (the blocks of each owner summed as they are written).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -171,6 +172,7 @@ pub struct Deriver {
     /// row_idx of the shadow FREEs whose block is held at the end (their curve change is void).
     held_shadow_rows: HashSet<u64>,
     blocks: BlocksBuilder,
+    owner_totals: OwnerTotals,
     curve: CurveStaging,
     oom: Vec<OomRow>,
     snaps: SnapshotsBuilder,
@@ -187,6 +189,7 @@ impl Deriver {
             fates: Fates::new(),
             held_shadow_rows: HashSet::new(),
             blocks: BlocksBuilder::default(),
+            owner_totals: OwnerTotals::default(),
             curve: CurveStaging::create(curve_staging.0, curve_staging.1)?,
             oom: Vec::new(),
             snaps: SnapshotsBuilder::default(),
@@ -244,6 +247,7 @@ impl Deriver {
                 self.held_shadow_rows.insert(row);
             }
         }
+        self.owner_totals.add(&e, fate);
         self.blocks.append(&self.source, &e, fate);
     }
 
@@ -490,6 +494,7 @@ impl Deriver {
         }
         Ok(Derived {
             blocks: self.blocks.finish(),
+            owner_totals: self.owner_totals.finish(&self.source),
             oom: oom_batch(&self.source, self.oom),
             mem_snapshots: self.snaps.finish(),
             steps: self.steps.finish(),
@@ -501,6 +506,8 @@ impl Deriver {
 
 pub struct Derived {
     pub blocks: RecordBatch,
+    /// Table `owner_totals` ([`OwnerTotals`]).
+    pub owner_totals: RecordBatch,
     pub oom: RecordBatch,
     pub mem_snapshots: RecordBatch,
     /// The steps of every (pid, device) ([`crate::steps`]).
@@ -508,6 +515,108 @@ pub struct Derived {
     /// The staging files of `curve` and the rows whose change it must drop ([`crate::curve::finish`]).
     pub curve_staging: crate::curve::CurveFiles,
     pub held_shadow_rows: HashSet<u64>,
+}
+
+/// Table `owner_totals`: per (pid, device, pool, owner as owner_peaks names it), the bytes and
+/// number of the blocks with an allocation time, and the bytes of those still held at the end
+/// (`blocks.end_ts` NULL) — the sums view owner_peaks made over every block per query
+/// (tests/oracle/sql/owner_peaks.sql checks them).
+#[derive(Default)]
+struct OwnerTotals {
+    /// By the key's parts, each as its length and bytes (owners are free text); the value
+    /// keeps the parts for the table.
+    sums: HashMap<Vec<u8>, OwnerSum>,
+    key: Vec<u8>,
+}
+
+struct OwnerSum {
+    pid: Option<i64>,
+    device: String,
+    pool: String,
+    owner: String,
+    total_bytes: i64,
+    blocks: i64,
+    end_bytes: i64,
+}
+
+impl OwnerTotals {
+    fn add(&mut self, e: &Ended, fate: Fate) {
+        let b = &e.block;
+        if b.alloc_ts.is_none() {
+            return;
+        }
+        let (pid, pool, _) = &e.key;
+        let owner = match b.owner.as_deref() {
+            Some(o) if !o.is_empty() => o,
+            _ if b.stock => "(stock)",
+            _ => pool.as_str(),
+        };
+        self.key.clear();
+        self.key.extend_from_slice(&pid.map_or([0xff; 9], |p| {
+            let mut k = [0; 9];
+            k[1..].copy_from_slice(&p.to_le_bytes());
+            k
+        }));
+        for part in [b.device.as_str(), pool, owner] {
+            self.key
+                .extend_from_slice(&(part.len() as u64).to_le_bytes());
+            self.key.extend_from_slice(part.as_bytes());
+        }
+        let sum = match self.sums.get_mut(&self.key) {
+            Some(sum) => sum,
+            None => self.sums.entry(self.key.clone()).or_insert(OwnerSum {
+                pid: *pid,
+                device: b.device.clone(),
+                pool: pool.clone(),
+                owner: owner.to_string(),
+                total_bytes: 0,
+                blocks: 0,
+                end_bytes: 0,
+            }),
+        };
+        let size = b.size.unwrap_or(0);
+        sum.total_bytes = sum.total_bytes.wrapping_add(size);
+        sum.blocks += 1;
+        // blocks.end_ts is NULL for a block held at the end or never ended
+        if fate.held_at_end() || e.free_ts.is_none() {
+            sum.end_bytes = sum.end_bytes.wrapping_add(size);
+        }
+    }
+
+    fn finish(self, source: &str) -> RecordBatch {
+        let sums: Vec<OwnerSum> = self.sums.into_values().collect();
+        let n = sums.len();
+        let strings = |f: fn(&OwnerSum) -> &str| -> ArrayRef {
+            Arc::new(
+                sums.iter()
+                    .map(|s| Some(f(s)))
+                    .collect::<datafusion::arrow::array::StringArray>(),
+            )
+        };
+        let ints = |f: fn(&OwnerSum) -> Option<i64>| -> ArrayRef {
+            Arc::new(
+                sums.iter()
+                    .map(f)
+                    .collect::<datafusion::arrow::array::Int64Array>(),
+            )
+        };
+        schema::owner_totals()
+            .batch(vec![
+                (
+                    "source",
+                    Arc::new(datafusion::arrow::array::StringArray::from(vec![source; n]))
+                        as ArrayRef,
+                ),
+                ("pid", ints(|s| s.pid)),
+                ("device", strings(|s| &s.device)),
+                ("pool", strings(|s| &s.pool)),
+                ("owner", strings(|s| &s.owner)),
+                ("total_bytes", ints(|s| Some(s.total_bytes))),
+                ("blocks", ints(|s| Some(s.blocks))),
+                ("end_bytes", ints(|s| Some(s.end_bytes))),
+            ])
+            .expect("every owner_totals column is given once")
+    }
 }
 
 #[derive(Default)]

@@ -383,6 +383,7 @@ async fn derive(
         source.index,
         &[
             (&ms::event_counts(), &event_counts),
+            (&ms::owner_totals(), &derived.owner_totals),
             (&ms::oom(), &derived.oom),
             (&ms::mem_snapshots(), &derived.mem_snapshots),
             (

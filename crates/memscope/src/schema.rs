@@ -336,6 +336,24 @@ pub fn owner_live_peaks() -> TableDef {
     }
 }
 
+pub fn owner_totals() -> TableDef {
+    TableDef {
+        name: "owner_totals",
+        doc: "The blocks of each owner in each series, summed at ingest as `blocks` is written (crates/memscope/src/derive.rs): what view owner_peaks reports as total_bytes, blocks and end_bytes. Blocks without an allocation time (a FREE with no MALLOC) are left out. Ordered by series, then owner.",
+        sort_order: &["source", "pid", "device", "pool", "owner"],
+        columns: [
+            series_columns(),
+            vec![
+                req("owner", Utf8, "the MALLOC's owner; '(stock)' for stock memory without one, else the pool name (as owner_peaks names it)"),
+                req("total_bytes", Int64, "bytes: sum of the sizes of the owner's blocks (a missing size counts 0)").bytes(),
+                req("blocks", Int64, "count: the owner's blocks (MALLOC rows)"),
+                req("end_bytes", Int64, "bytes: sum of the sizes of those still held at the end (blocks.end_ts NULL)").bytes(),
+            ],
+        ]
+        .concat(),
+    }
+}
+
 pub fn curve_peaks() -> TableDef {
     TableDef {
         name: "curve_peaks",
@@ -530,6 +548,7 @@ pub fn tables() -> Vec<TableDef> {
         step_usage(),
         curve_peaks(),
         owner_live_peaks(),
+        owner_totals(),
         pool_frag(),
         expansions(),
         oom(),
