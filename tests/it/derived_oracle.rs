@@ -2,7 +2,7 @@
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
-//! usage_tiles, step_usage.sql against step_usage and step_peaks read from it, hal_mallocs against the events it copies;
+//! usage_tiles, step_usage.sql against step_usage, step_peaks.sql against step_levels (view step_peaks), hal_mallocs against the events it copies;
 //! oom_events.sql and oom_findings.sql, the OOM views before their rewrite in fewer layers), on
 //! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
@@ -43,18 +43,17 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let peaks = std::fs::read_to_string(dir.join("peaks.sql")).unwrap();
     let step_usage = std::fs::read_to_string(dir.join("step_usage.sql")).unwrap();
     // step_peaks as it was: its intervals from the oracle, its pools from every curve series
-    let step_peaks =
-        std::fs::read_to_string(fixture_root().join("crates/memscope/sql/step_peaks.sql"))
-            .unwrap()
-            .replace("FROM step_usage", "FROM oracle_step_usage")
-            .replace(
-                "SELECT DISTINCT source, pid, device, pool\n    FROM intervals",
-                "SELECT DISTINCT source, pid, device, pool\n    FROM curve",
-            );
+    let step_peaks = std::fs::read_to_string(dir.join("step_peaks.sql"))
+        .unwrap()
+        .replace("FROM step_usage", "FROM oracle_step_usage")
+        .replace(
+            "SELECT DISTINCT source, pid, device, pool\n    FROM intervals",
+            "SELECT DISTINCT source, pid, device, pool\n    FROM curve",
+        );
     assert!(
         step_peaks.contains("FROM oracle_step_usage")
             && step_peaks.contains("pool\n    FROM curve"),
-        "step_peaks.sql no longer has the CTEs the oracle replaces"
+        "tests/oracle/sql/step_peaks.sql no longer has the CTEs the oracle replaces"
     );
     let trend = args("trend.sql", "$buckets", "7");
     let trend_13 = args("trend.sql", "$buckets", "13");

@@ -398,6 +398,7 @@ pub struct Outputs<P> {
     pub tiles: P,
     pub usage_tiles: P,
     pub step_usage: P,
+    pub step_levels: P,
     pub peaks: P,
     pub frag: P,
     pub owner_peaks: P,
@@ -406,9 +407,9 @@ pub struct Outputs<P> {
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
 /// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
 /// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
-/// `step_usage`, `curve_peaks` ([`crate::tiles`]) and `pool_frag` ([`crate::frag`]) found on
+/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag` ([`crate::frag`]) found on
 /// the way go to the other outputs. When `staged.needs_sort()`,
-/// each output but `peaks` and `frag` (written in series order at the end) is a staging file
+/// each output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a staging file
 /// the caller sorts into place. Returns the rows of each.
 pub fn finish(
     staged: CurveFiles,
@@ -474,13 +475,15 @@ pub fn finish(
         summaries.file_done();
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
-    let [tiles, usage_tiles, step_usage, peaks] = summaries.close(&table_properties)?;
+    let [tiles, usage_tiles, step_usage, peaks, step_levels] =
+        summaries.close(&table_properties, steps, out.step_levels)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
         tiles,
         usage_tiles,
         step_usage,
+        step_levels,
         peaks,
         frag: frag.close(source, out.frag, table_properties(&schema::pool_frag()))?,
         owner_peaks: owner_peaks(&owners, source, out.owner_peaks)?,

@@ -344,6 +344,7 @@ async fn derive(
         step_usage: beside("step_usage")?,
         // written per series, in order, at the end of the pass: never through a sort
         peaks: out.table_file("curve_peaks", source.index)?,
+        step_levels: out.table_file("step_levels", source.index)?,
         frag: out.table_file("pool_frag", source.index)?,
         owner_peaks: out.table_file("owner_live_peaks", source.index)?,
     };
@@ -358,12 +359,14 @@ async fn derive(
             tiles: &files.tiles,
             usage_tiles: &files.usage_tiles,
             step_usage: &files.step_usage,
+            step_levels: &files.step_levels,
             peaks: &files.peaks,
             frag: &files.frag,
             owner_peaks: &files.owner_peaks,
         },
     )?;
     out.record("curve_peaks", &files.peaks, rows.peaks);
+    out.record("step_levels", &files.step_levels, rows.step_levels);
     out.record("pool_frag", &files.frag, rows.frag);
     out.record("owner_live_peaks", &files.owner_peaks, rows.owner_peaks);
     for (def, file, n) in [

@@ -285,6 +285,31 @@ pub fn step_usage() -> TableDef {
     }
 }
 
+pub fn step_levels() -> TableDef {
+    TableDef {
+        name: "step_levels",
+        doc: "The rows of view step_peaks, found at ingest from the step intervals of each series (table step_usage) and the steps of its process and device (crates/memscope/src/tiles.rs): per pool and step, the level at the start, the peak, the level at the end and the growth. Ordered by series, then step.",
+        sort_order: &["source", "pid", "device", "pool", "start_ts"],
+        columns: vec![
+            req("source", Utf8, "input file"),
+            col("pid", Int64, "process id"),
+            req("device", Utf8, "Device Id as written"),
+            col("step", Int64, "step number (table steps)"),
+            col("origin", Utf8, "SYSTEM_STEP, MSTX_RANGE or MSTX_MARK"),
+            col("start_ts", Int64, "step start").time_ns(),
+            col("end_ts", Int64, "step end; NULL for an open step").time_ns(),
+            req("pool", Utf8, "pool (Event Type); HAL values are paired live bytes"),
+            req("points", Int64, "count: counter values written inside the step"),
+            col("start_used", Int64, "bytes: live when the step starts (last value before start_ts); NULL when the pool had no value yet").bytes(),
+            col("peak_used", Int64, "bytes: highest level during the step").bytes(),
+            col("peak_ts", Int64, "time the peak was reached (start_ts when the level at the start is the peak)").time_ns(),
+            col("end_used", Int64, "bytes: live at end_ts (last value at or before it); NULL for an open step").bytes(),
+            col("growth", Int64, "bytes: end_used - start_used; NULL for an open step").bytes(),
+            col("growth_vs_prev", Int64, "bytes: end_used - end_used of the previous complete step of the same pool; NULL for the first one").bytes(),
+        ],
+    }
+}
+
 pub fn pool_frag() -> TableDef {
     let lowest = ColumnDef {
         name: "lowest_usage",
@@ -546,6 +571,7 @@ pub fn tables() -> Vec<TableDef> {
         curve_tiles(),
         usage_tiles(),
         step_usage(),
+        step_levels(),
         curve_peaks(),
         owner_live_peaks(),
         owner_totals(),

@@ -263,6 +263,14 @@ impl StepIndex {
         index
     }
 
+    /// The steps of (pid, device) in time order (`k` = 1, 2, ...); empty when it has none.
+    pub fn of(&self, pid: Option<i64>, device: &str) -> &[Step] {
+        self.by_pid
+            .get(&pid)
+            .and_then(|list| list.iter().find(|(d, _)| d == device))
+            .map_or(&[], |(_, steps)| steps)
+    }
+
     /// Where a row at `ts` of (pid, device) lies: `k`, the 1-based position of the latest step
     /// started at or before it (0 before the first), and the number of that step when the row is
     /// inside it (`ts <= end_ts`, or the step is open). `None` when the process and device have
@@ -274,7 +282,10 @@ impl StepIndex {
         ts: Option<i64>,
     ) -> Option<(u32, Option<i64>)> {
         let ts = ts?;
-        let list = &self.by_pid.get(&pid)?.iter().find(|(d, _)| d == device)?.1;
+        let list = self.of(pid, device);
+        if list.is_empty() {
+            return None;
+        }
         let k = list.partition_point(|s| s.start_ts <= ts);
         let inside = k
             .checked_sub(1)

@@ -13,7 +13,8 @@
 //! `usage_tiles` does the same for the points of view `usage_series` over the span of their
 //! `used >= 0` values (what `trend` buckets); points outside it fall in the first or last tile,
 //! as `trend` clamps them. `step_usage` folds the same points per step interval
-//! (`curve.step_k`).
+//! (`curve.step_k`), and `step_levels` is what view `step_peaks` makes of those intervals and
+//! the steps of the series' process and device (its answer, found once at ingest).
 //!
 //! `curve_peaks` is the answer of view `peaks`: per series and metric, the highest valid value
 //! (counters `>= 0`; `live` is `curve.live_bytes`) and the first row reaching it. The rows of a
@@ -35,7 +36,8 @@ use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
 
 use crate::schema;
-use crate::series::{opt, Series, SeriesMap, StagingCols};
+use crate::series::{opt, series_order, Series, SeriesMap, StagingCols};
+use crate::steps::{Step, StepIndex};
 
 /// Tiles per series: 20 160 = 2^6 · 3^2 · 5 · 7, divisible by every n up to 10 and by 12, 14,
 /// 15, 16, 18, 20, 24, 28, 30, 32, 35, 36, 40, ..., 240, 280, 288, 315, 320, 336, 360, ...
@@ -103,7 +105,7 @@ struct UsageFold {
 
 /// A step interval of a usage series (view step_peaks): from the start of step k (curve.step_k)
 /// to the start of the next; the values of the rows inside the step (curve.step set) apart.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
 struct StepFold {
     points: i64,
     max_used: Option<i64>,
@@ -204,6 +206,9 @@ struct Tables {
     tiles: Pending<[Fold; 5]>,
     usage: Pending<UsageFold>,
     steps: Pending<StepFold>,
+    /// Every step interval of every series, kept for `step_levels` (as many as `step_usage`
+    /// rows: a few per step and pool).
+    levels: HashMap<Series, Vec<(i64, StepFold)>>,
 }
 
 impl Tables {
@@ -211,7 +216,15 @@ impl Tables {
     fn close_open(&mut self, s: &Series, st: &mut State) {
         self.tiles.push(s, st.tile.take(), st.ranges.curve);
         self.usage.push(s, st.usage.take(), st.ranges.usage);
-        self.steps.push(s, st.step.take(), None);
+        self.push_step(s, st.step.take());
+    }
+
+    /// A closed step interval of series `s`.
+    fn push_step(&mut self, s: &Series, step: Option<(i64, StepFold)>) {
+        if let Some(interval) = step {
+            self.levels.entry(s.clone()).or_default().push(interval);
+        }
+        self.steps.push(s, step, None);
     }
 
     fn pending(&self) -> usize {
@@ -281,6 +294,7 @@ impl Summaries {
                 tiles: Pending::create(&schema::curve_tiles(), outs[0], properties)?,
                 usage: Pending::create(&schema::usage_tiles(), outs[1], properties)?,
                 steps: Pending::create(&schema::step_usage(), outs[2], properties)?,
+                levels: HashMap::new(),
             },
             peaks_out: outs[3].to_path_buf(),
         })
@@ -354,7 +368,7 @@ impl Summaries {
             if let (true, Some(u), true) = (point, used, step_k.is_valid(i)) {
                 let k = step_k.value(i) as i64;
                 let closed = st.step.take_if(|(j, _)| *j != k);
-                self.tables.steps.push(series, closed, None);
+                self.tables.push_step(series, closed);
                 let (_, fold) = st.step.get_or_insert((k, StepFold::default()));
                 if step.is_valid(i) {
                     fold.points += 1;
@@ -397,14 +411,27 @@ impl Summaries {
         }
     }
 
-    /// Writes the last tiles and the peaks (in series order, with `properties`); returns the
-    /// rows of the four tables.
-    pub fn close(mut self, properties: Properties) -> Result<[u64; 4]> {
+    /// Writes the last tiles, the peaks and `step_levels` of the series (to `levels_out`, with
+    /// the steps of `steps`; in series order, with `properties`); returns the rows of the five
+    /// tables.
+    pub fn close(
+        mut self,
+        properties: Properties,
+        steps: &StepIndex,
+        levels_out: &Path,
+    ) -> Result<[u64; 5]> {
         let mut states = self.states.into_sorted();
         for (s, st) in &mut states {
             self.tables.close_open(s, st);
         }
         self.tables.write(&self.source)?;
+        let levels = write_step_levels(
+            &self.source,
+            std::mem::take(&mut self.tables.levels),
+            steps,
+            levels_out,
+            properties,
+        )?;
         let tiles = self.tables.tiles.sink.close()?;
         let usage = self.tables.usage.sink.close()?;
         let steps = self.tables.steps.sink.close()?;
@@ -453,7 +480,161 @@ impl Summaries {
             Arc::new(points.finish()),
         ];
         sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
-        Ok([tiles, usage, steps, sink.close()?])
+        Ok([tiles, usage, steps, sink.close()?, levels])
+    }
+}
+
+/// One row of `step_levels` (view `step_peaks`): a step of a pool series.
+#[derive(Debug, PartialEq)]
+struct Level<'a> {
+    step: &'a Step,
+    points: i64,
+    start_used: Option<i64>,
+    peak_used: i64,
+    peak_ts: Option<i64>,
+    end_used: Option<i64>,
+    growth_vs_prev: Option<i64>,
+}
+
+/// The steps of a series with its step intervals (`intervals`, by `curve.step_k` in rising
+/// order; 0 before the first step): for each step, the level when it starts (the last value of
+/// the intervals before it), its peak (the highest value inside it, or the level at its start
+/// when that is higher or there is none), the level at its end (the last value inside it, else
+/// the start level; none for an open step) and the growth over the previous step that has an
+/// end level. A step with no level at all (no value before or inside it) has no row. A series
+/// with no interval has no rows.
+fn levels<'a>(intervals: &[(i64, StepFold)], steps: &'a [Step]) -> Vec<Level<'a>> {
+    let mut out = Vec::new();
+    if intervals.is_empty() {
+        return out;
+    }
+    let mut next = intervals.iter().peekable();
+    // the last value of the intervals before the step
+    let mut before = None;
+    let mut prev_end = None;
+    for step in steps {
+        let k = i64::from(step.k);
+        while let Some((_, f)) = next.next_if(|(j, _)| *j < k) {
+            before = Some(f.last_value);
+        }
+        let inside = next.next_if(|(j, _)| *j == k).map(|(_, f)| *f);
+        let start_used = before;
+        if let Some(f) = inside {
+            before = Some(f.last_value);
+        }
+        let max = inside.and_then(|f| f.max_used.map(|m| (m, f.max_ts)));
+        let (peak_used, peak_ts) = match (max, start_used) {
+            (Some((m, ts)), s) if s.is_none_or(|s| m >= s) => (m, ts),
+            (_, Some(s)) => (s, Some(step.start_ts)),
+            (_, None) => continue,
+        };
+        let end_used = step
+            .end_ts
+            .and_then(|_| inside.and_then(|f| f.last_inside).or(start_used));
+        let growth_vs_prev = end_used.and_then(|e| prev_end.map(|p: i64| e.wrapping_sub(p)));
+        if end_used.is_some() {
+            prev_end = end_used;
+        }
+        out.push(Level {
+            step,
+            points: inside.map_or(0, |f| f.points),
+            start_used,
+            peak_used,
+            peak_ts,
+            end_used,
+            growth_vs_prev,
+        });
+    }
+    out
+}
+
+/// Writes table `step_levels` of `source` to `out` in series order; returns its rows.
+fn write_step_levels(
+    source: &str,
+    levels_by_series: HashMap<Series, Vec<(i64, StepFold)>>,
+    steps: &StepIndex,
+    out: &Path,
+    properties: Properties,
+) -> Result<u64> {
+    let def = schema::step_levels();
+    let mut sink = ParquetSink::create_with(out, def.schema(), properties(&def))?;
+    let mut series: Vec<_> = levels_by_series.into_iter().collect();
+    series.sort_by(|a, b| series_order(&a.0, &b.0));
+    let mut b = LevelsBuilder::default();
+    for ((pid, device, pool), intervals) in &series {
+        for level in levels(intervals, steps.of(*pid, device)) {
+            b.append(source, (*pid, device, pool), &level);
+        }
+        if b.len >= TILE_BATCH {
+            sink.write(&b.finish(&def)?)?;
+        }
+    }
+    if b.len > 0 {
+        sink.write(&b.finish(&def)?)?;
+    }
+    sink.close()
+}
+
+#[derive(Default)]
+struct LevelsBuilder {
+    source: StringBuilder,
+    pid: Int64Builder,
+    device: StringBuilder,
+    step: Int64Builder,
+    origin: StringBuilder,
+    start_ts: Int64Builder,
+    end_ts: Int64Builder,
+    pool: StringBuilder,
+    points: Int64Builder,
+    start_used: Int64Builder,
+    peak_used: Int64Builder,
+    peak_ts: Int64Builder,
+    end_used: Int64Builder,
+    growth: Int64Builder,
+    growth_vs_prev: Int64Builder,
+    len: usize,
+}
+
+impl LevelsBuilder {
+    fn append(&mut self, source: &str, (pid, device, pool): (Option<i64>, &str, &str), l: &Level) {
+        self.source.append_value(source);
+        self.pid.append_option(pid);
+        self.device.append_value(device);
+        self.step.append_value(l.step.step);
+        self.origin.append_value(l.step.origin);
+        self.start_ts.append_value(l.step.start_ts);
+        self.end_ts.append_option(l.step.end_ts);
+        self.pool.append_value(pool);
+        self.points.append_value(l.points);
+        self.start_used.append_option(l.start_used);
+        self.peak_used.append_value(l.peak_used);
+        self.peak_ts.append_option(l.peak_ts);
+        self.end_used.append_option(l.end_used);
+        self.growth
+            .append_option(l.end_used.zip(l.start_used).map(|(e, s)| e.wrapping_sub(s)));
+        self.growth_vs_prev.append_option(l.growth_vs_prev);
+        self.len += 1;
+    }
+
+    fn finish(&mut self, def: &TableDef) -> Result<RecordBatch> {
+        self.len = 0;
+        Ok(def.batch(vec![
+            ("source", Arc::new(self.source.finish()) as ArrayRef),
+            ("pid", Arc::new(self.pid.finish())),
+            ("device", Arc::new(self.device.finish())),
+            ("step", Arc::new(self.step.finish())),
+            ("origin", Arc::new(self.origin.finish())),
+            ("start_ts", Arc::new(self.start_ts.finish())),
+            ("end_ts", Arc::new(self.end_ts.finish())),
+            ("pool", Arc::new(self.pool.finish())),
+            ("points", Arc::new(self.points.finish())),
+            ("start_used", Arc::new(self.start_used.finish())),
+            ("peak_used", Arc::new(self.peak_used.finish())),
+            ("peak_ts", Arc::new(self.peak_ts.finish())),
+            ("end_used", Arc::new(self.end_used.finish())),
+            ("growth", Arc::new(self.growth.finish())),
+            ("growth_vs_prev", Arc::new(self.growth_vs_prev.finish())),
+        ])?)
     }
 }
 
@@ -503,6 +684,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn step_levels_carry_the_level_between_steps() {
+        let step = |k: u32, start_ts: i64, end_ts: Option<i64>| Step {
+            step: i64::from(k) * 10,
+            k,
+            origin: "SYSTEM_STEP",
+            name: String::new(),
+            start_ts,
+            end_ts,
+            start_row: 0,
+        };
+        let fold = |points, max: Option<(i64, i64)>, last_inside, last_value| StepFold {
+            points,
+            max_used: max.map(|m| m.0),
+            max_ts: max.map(|m| m.1),
+            last_inside,
+            last_value,
+        };
+        let steps = [
+            step(1, 100, Some(199)),
+            step(2, 200, Some(299)),
+            step(3, 300, Some(399)),
+            step(4, 400, None),
+        ];
+        // before step 1: 50; step 1: up to 80, ends at 70, then 40 until step 2 starts; step 2:
+        // nothing inside; step 3: 30 inside (below the 40 it starts at), ends at 30; step 4 open
+        let intervals = [
+            (0, fold(0, None, None, 50)),
+            (1, fold(2, Some((80, 150)), Some(70), 40)),
+            (3, fold(1, Some((30, 350)), Some(30), 30)),
+        ];
+        let got: Vec<_> = levels(&intervals, &steps)
+            .iter()
+            .map(|l| {
+                (
+                    l.step.k,
+                    l.points,
+                    l.start_used,
+                    l.peak_used,
+                    l.peak_ts,
+                    l.end_used,
+                    l.growth_vs_prev,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 2, Some(50), 80, Some(150), Some(70), None),
+                (2, 0, Some(40), 40, Some(200), Some(40), Some(-30)),
+                (3, 1, Some(40), 40, Some(300), Some(30), Some(-10)),
+                (4, 0, Some(30), 30, Some(400), None, None),
+            ]
+        );
+        // no value before or inside a step: no row; no interval at all: no rows
+        let late = [(2, fold(1, Some((5, 250)), Some(5), 5))];
+        let got: Vec<_> = levels(&late, &steps).iter().map(|l| l.step.k).collect();
+        assert_eq!(got, vec![2, 3, 4]);
+        assert!(levels(&[], &steps).is_empty());
     }
 
     #[test]
