@@ -5,6 +5,9 @@ machine). Prints a Markdown table of the median (fastest) milliseconds per state
 
     benches/query_times.py DATASET MEMQ [MEMQ_B] [--runs N] [-- SQL ...]
 
+A build given as `MEMQ@DATASET2` reads DATASET2 instead (the same sources ingested by that
+build: needed when the two builds' dataset versions differ).
+
 Without statements, times `SELECT 1` and the analyses `benches/compare.sh` runs that take no
 moment (those need the dump's own timestamps: pass them, e.g.
 `-- "SELECT * FROM window_summary(T0, T1, 'PTA')"`). Used for the start-up and planning table
@@ -60,8 +63,9 @@ def main(argv):
         times = [[] for _ in builds]
         rows = [None for _ in builds]
         for _ in range(runs):
-            for k, memq in enumerate(builds):
-                secs, rows[k] = run(memq, dataset, sql)
+            for k, build in enumerate(builds):
+                memq, _, own = build.partition("@")
+                secs, rows[k] = run(memq, own or dataset, sql)
                 times[k].append(secs * 1000)
         if any(r != rows[0] for r in rows):
             sys.exit(f"query_times.py: the builds answer `{sql}` differently")
