@@ -103,10 +103,19 @@ counted AS (
     WINDOW w AS (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
--- level = the last value at or before the row: the one value of its `filled` group (not
--- last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's serialisation)
+-- level = the last value at or before the row: the value of the row that made `filled` what
+-- it is, found as the running maximum of filled · 10^20 + (used + 2^63) (exact in DECIMAL(38);
+-- not last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's
+-- serialisation, nor a window per `filled` group, one partition per value)
 walked AS (
-    SELECT *, MAX(used) OVER (PARTITION BY source, pid, device, pool, filled) AS level
+    SELECT *,
+           CAST(CAST(MAX(CASE WHEN used IS NOT NULL
+                              THEN CAST(filled AS DECIMAL(38, 0)) * CAST('100000000000000000000' AS DECIMAL(38, 0))
+                                   + CAST(used AS DECIMAL(38, 0)) + CAST('9223372036854775808' AS DECIMAL(38, 0)) END)
+                     OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                % CAST('100000000000000000000' AS DECIMAL(38, 0)) - CAST('9223372036854775808' AS DECIMAL(38, 0)) AS DECIMAL(38, 0))
+                AS BIGINT) AS level
     FROM counted
 ),
 pieces AS (
@@ -121,38 +130,44 @@ at_boundary AS (
     FROM walked
     WHERE is_boundary = 1
 ),
+-- each stage's two ends, each pool's piece and level at them (one join for both ends)
 stage_pools AS (
     SELECT st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts,
-           st.ended_by, a.pool, a.piece AS first_piece, a.level AS start_used,
-           e.piece AS end_piece, e.level AS end_used
-    FROM stages st
-    JOIN at_boundary a ON a.source = st.source AND (a.pid IS NOT DISTINCT FROM st.pid)
-                      AND a.device = st.device AND a.ts = st.start_ts AND a.row_idx = CAST(st.start_row AS BIGINT)
-    LEFT JOIN at_boundary e ON e.source = st.source AND (e.pid IS NOT DISTINCT FROM st.pid)
-                           AND e.device = st.device AND e.pool = a.pool
-                           AND e.ts = st.end_ts AND e.row_idx = CAST(st.end_row AS BIGINT)
+           st.ended_by, a.pool,
+           MAX(a.piece) FILTER (WHERE st.side = 'start') AS first_piece,
+           MAX(a.level) FILTER (WHERE st.side = 'start') AS start_used,
+           MAX(a.piece) FILTER (WHERE st.side = 'end') AS end_piece,
+           MAX(a.level) FILTER (WHERE st.side = 'end') AS end_used
+    FROM (SELECT *, unnest(CASE WHEN end_ts IS NULL THEN ['start'] ELSE ['start', 'end'] END) AS side FROM stages) st
+    JOIN at_boundary a ON a.source = st.source AND (a.pid IS NOT DISTINCT FROM st.pid) AND a.device = st.device
+                      AND a.ts = CASE WHEN st.side = 'start' THEN st.start_ts ELSE st.end_ts END
+                      AND a.row_idx = CAST(CASE WHEN st.side = 'start' THEN st.start_row ELSE st.end_row END AS BIGINT)
+    GROUP BY st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts, st.start_row,
+             st.end_row, st.ended_by, a.pool
+    HAVING COUNT(*) FILTER (WHERE st.side = 'start') > 0
 ),
+-- the pieces inside each stage of each pool
 inside AS (
-    SELECT sp.source, sp.pid, sp.device, sp.range_id, sp.pool,
-           SUM(pc.points) AS points, MAX(pc.max_used) AS max_used,
+    SELECT sp.source, sp.pid, sp.device, sp.stage, sp.range_id, sp.depth, sp.start_ts, sp.end_ts, sp.ended_by,
+           sp.pool, sp.start_used, sp.end_used,
+           COALESCE(SUM(pc.points), 0) AS points, MAX(pc.max_used) AS max_used,
            first_value(pc.max_ts ORDER BY pc.max_used DESC, pc.max_ts) AS max_ts
     FROM stage_pools sp
-    JOIN pieces pc ON pc.source = sp.source AND (pc.pid IS NOT DISTINCT FROM sp.pid)
-                  AND pc.device = sp.device AND pc.pool = sp.pool
-                  AND pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)
-    GROUP BY sp.source, sp.pid, sp.device, sp.range_id, sp.pool
+    LEFT JOIN pieces pc ON pc.source = sp.source AND (pc.pid IS NOT DISTINCT FROM sp.pid)
+                       AND pc.device = sp.device AND pc.pool = sp.pool
+                       AND pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)
+    GROUP BY sp.source, sp.pid, sp.device, sp.stage, sp.range_id, sp.depth, sp.start_ts, sp.end_ts, sp.ended_by,
+             sp.pool, sp.start_used, sp.end_used, sp.first_piece, sp.end_piece
 ),
 measured AS (
-    SELECT sp.*, COALESCE(i.points, 0) AS points,
-           CASE WHEN i.max_used IS NULL THEN sp.start_used
-                WHEN sp.start_used IS NULL OR i.max_used > sp.start_used THEN i.max_used
-                ELSE sp.start_used END AS peak_used,
-           CASE WHEN i.max_used IS NULL THEN sp.start_ts
-                WHEN sp.start_used IS NULL OR i.max_used > sp.start_used THEN i.max_ts
-                ELSE sp.start_ts END AS peak_ts
-    FROM stage_pools sp
-    LEFT JOIN inside i ON i.source = sp.source AND (i.pid IS NOT DISTINCT FROM sp.pid)
-                      AND i.device = sp.device AND i.range_id = sp.range_id AND i.pool = sp.pool
+    SELECT *,
+           CASE WHEN max_used IS NULL THEN start_used
+                WHEN start_used IS NULL OR max_used > start_used THEN max_used
+                ELSE start_used END AS peak_used,
+           CASE WHEN max_used IS NULL THEN start_ts
+                WHEN start_used IS NULL OR max_used > start_used THEN max_ts
+                ELSE start_ts END AS peak_ts
+    FROM inside
 )
 SELECT m.source, m.pid, m.device, m.stage, m.range_id, m.depth, s.step,
        m.start_ts, m.end_ts, m.ended_by, m.end_ts - m.start_ts AS duration_ns,
