@@ -3,7 +3,8 @@
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
 //! usage_tiles, step_usage.sql against step_usage, step_peaks.sql against step_levels (view step_peaks), hal_mallocs against the events it copies;
-//! oom_events.sql, oom_findings.sql and stage_memory.sql, views before their rewrite in fewer layers), on
+//! oom_events.sql, oom_findings.sql, stage_memory.sql and wasted_memory.sql, views before their rewrite in fewer
+//! layers), on
 //! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -68,7 +69,11 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     assert!(oom_findings.contains("FROM oracle_oom_events"));
     // stage_memory as it was before its windows and joins were cut down (2 s at 1 M events)
     let stage_memory = std::fs::read_to_string(dir.join("stage_memory.sql")).unwrap();
+    // wasted_memory before its accesses were windowed per process (one partition per
+    // allocation made the window 300 ms at 1 M events) and its blocks read once
+    let wasted_memory = std::fs::read_to_string(dir.join("wasted_memory.sql")).unwrap();
     for (name, sql) in [
+        ("oracle_wasted_memory", wasted_memory),
         ("oracle_stage_memory", stage_memory),
         ("oracle_oom_events", oom_events),
         ("oracle_oom_findings", oom_findings),
@@ -128,6 +133,7 @@ async fn check(input: PathBuf) -> Vec<String> {
     let expansion_cols = "source, pid, device, pool, n, ts, ts_raw, event, total_before, total_after, delta, used_before, used_after, usage_before_pct, hal_segments, hal_bytes";
     let oom_event_cols = "source, pid, device, trigger_id, oom_ts, kind, nth, id, ts, func, req_size, flag, ret, pool, ptr, size, alloc_ts, owner, owner_group, stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free, stack_py, stack_c";
     let stage_cols = "source, pid, device, stage, range_id, depth, step, start_ts, end_ts, ended_by, duration_ns, pool, points, start_used, peak_used, peak_ts, end_used, growth, peak_rise";
+    let wasted_cols = "source, pid, device, pool, ptr, size, owner, user_frame, kind, origin, alloc_ts, first_use_ts, last_use_ts, end_ts, wasted_from, wasted_to, wasted_ns, peak_ts, peak_saving";
     let oom_finding_cols = "source, pid, device, trigger_id, oom_ts, priority, rule, verdict, evidence, req_size, free_mem, snapshot_ts";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
     // fragmentation has one row per series: compared row by row in key order (its list of
@@ -189,6 +195,8 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_oom_findings", "oom_findings", oom_finding_cols),
         ("stage_memory", "oracle_stage_memory", stage_cols),
         ("oracle_stage_memory", "stage_memory", stage_cols),
+        ("wasted_memory", "oracle_wasted_memory", wasted_cols),
+        ("oracle_wasted_memory", "wasted_memory", wasted_cols),
     ] {
         let diff = missing(&e, a, b, cols).await;
         assert!(
@@ -245,6 +253,16 @@ async fn committed_and_real_inputs() {
     assert!(
         int(&e, "SELECT COUNT(*) FROM oom WHERE kind = 'top'").await
             > int(&e, "SELECT COUNT(*) FROM oom_events WHERE kind = 'top'").await
+    );
+    // and MSTX ranges and ACCESS rows (stage_memory and wasted_memory are checked on rows)
+    assert!(int(&e, "SELECT COUNT(*) FROM stage_memory").await > 0);
+    assert!(
+        int(
+            &e,
+            "SELECT COUNT(*) FROM wasted_memory WHERE origin = 'access'"
+        )
+        .await
+            > 0
     );
     for f in [
         "memscope/real/v1_smoke_multiproc_a.csv",

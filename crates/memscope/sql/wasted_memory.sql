@@ -37,9 +37,10 @@
 WITH
 accesses AS (
     SELECT source, pid, allocation_id, ts,
-           LAG(ts) OVER (PARTITION BY source, pid, allocation_id ORDER BY ts, row_idx) AS prev_ts
+           CASE WHEN LAG(allocation_id) OVER w = allocation_id THEN LAG(ts) OVER w END AS prev_ts
     FROM events
     WHERE event = 'ACCESS' AND allocation_id IS NOT NULL AND ts IS NOT NULL
+    WINDOW w AS (PARTITION BY source, pid ORDER BY allocation_id, ts, row_idx)
 ),
 use_spans AS (
     SELECT source, pid, allocation_id, MIN(ts) AS first_use, MAX(ts) AS last_use,
@@ -67,12 +68,19 @@ measured AS (
     LEFT JOIN peaks p ON p.source = b.source AND (p.pid IS NOT DISTINCT FROM b.pid) AND p.device = b.device AND p.pool = b.pool
     WHERE b.alloc_ts IS NOT NULL
 ),
+-- the three intervals of each block (measured read once: a CTE named three times is computed
+-- three times)
 intervals AS (
-    SELECT *, 'early_allocation' AS kind, alloc_ts AS w_from, first_use AS w_to FROM measured
-    UNION ALL
-    SELECT *, 'late_deallocation' AS kind, last_use AS w_from, until_ts AS w_to FROM measured
-    UNION ALL
-    SELECT *, 'temporary_idleness' AS kind, gap_from AS w_from, gap_to AS w_to FROM measured WHERE gap_from IS NOT NULL
+    SELECT *, w['kind'] AS kind, w['w_from'] AS w_from, w['w_to'] AS w_to
+    FROM (
+        SELECT *,
+               unnest(make_array(
+                   named_struct('kind', 'early_allocation', 'w_from', alloc_ts, 'w_to', first_use),
+                   named_struct('kind', 'late_deallocation', 'w_from', last_use, 'w_to', until_ts),
+                   named_struct('kind', 'temporary_idleness', 'w_from', gap_from, 'w_to', gap_to))) AS w
+        FROM measured
+    ) m
+    WHERE w['kind'] <> 'temporary_idleness' OR gap_from IS NOT NULL
 ),
 judged AS (
     SELECT *, w_to - w_from AS wasted_ns,
