@@ -56,11 +56,11 @@ impl LiveBlock {
 impl LiveBlock {
     /// The owner as owner_peaks names it: the MALLOC's owner, else `(stock)` for stock
     /// memory, else the pool.
-    fn owner_label(&self, pool: &str) -> String {
+    fn owner_label<'a>(&'a self, pool: &'a str) -> &'a str {
         match self.owner.as_deref() {
-            Some(o) if !o.is_empty() => o.to_string(),
-            _ if self.stock => "(stock)".to_string(),
-            _ => pool.to_string(),
+            Some(o) if !o.is_empty() => o,
+            _ if self.stock => "(stock)",
+            _ => pool,
         }
     }
 }
@@ -299,7 +299,7 @@ impl Deriver {
             .next_block(&(key.clone(), new.device.clone()), true);
         let mut change = Change::default();
         if new.alloc_ts.is_some() {
-            change.owner = Some(new.owner_label(&key.1));
+            change.owner = Some(new.owner_label(&key.1).to_string());
             change.owner_delta = new.size.unwrap_or(0);
         }
         let entries = self.live.entry(key.clone()).or_default();
@@ -311,7 +311,7 @@ impl Deriver {
         entries.push(new.clone());
         if let Some(old) = replaced {
             if old.alloc_ts.is_some() {
-                change.old = Some((old.owner_label(&key.1), -old.size.unwrap_or(0)));
+                change.old = Some((old.owner_label(&key.1).to_string(), -old.size.unwrap_or(0)));
             }
             let ended = Ended {
                 key: key.clone(),
@@ -368,7 +368,7 @@ impl Deriver {
             ..Change::default()
         };
         if block.alloc_ts.is_some() {
-            change.owner = Some(block.owner_label(&key.1));
+            change.owner = Some(block.owner_label(&key.1).to_string());
             change.owner_delta = -block.size.unwrap_or(0);
         }
         let series_device = block.device.clone();
@@ -546,11 +546,7 @@ impl OwnerTotals {
             return;
         }
         let (pid, pool, _) = &e.key;
-        let owner = match b.owner.as_deref() {
-            Some(o) if !o.is_empty() => o,
-            _ if b.stock => "(stock)",
-            _ => pool.as_str(),
-        };
+        let owner = b.owner_label(pool);
         self.key.clear();
         self.key.extend_from_slice(&pid.map_or([0xff; 9], |p| {
             let mut k = [0; 9];

@@ -561,7 +561,9 @@ fn write_step_levels(
     let mut series: Vec<_> = levels_by_series.into_iter().collect();
     series.sort_by(|a, b| series_order(&a.0, &b.0));
     let mut b = LevelsBuilder::default();
-    for ((pid, device, pool), intervals) in &series {
+    for ((pid, device, pool), intervals) in &mut series {
+        // closed in time order, so by k already; the walk needs it
+        intervals.sort_by_key(|(k, _)| *k);
         for level in levels(intervals, steps.of(*pid, device)) {
             b.append(source, (*pid, device, pool), &level);
         }
