@@ -80,84 +80,89 @@ stages AS (
 pools AS (
     SELECT DISTINCT source, pid, device, pool FROM curve
 ),
-boundaries AS (
-    SELECT source, pid, device, start_ts AS ts, start_row AS row_idx FROM stages
-    UNION
-    SELECT source, pid, device, end_ts, end_row FROM stages WHERE end_ts IS NOT NULL
+-- each end of each stage (as a struct: ts, row_idx), and the boundaries of each process and
+-- device numbered in event order: boundary k starts piece k of every pool's stream
+stage_sides AS (
+    SELECT source, pid, device, stage, range_id, depth, start_ts, end_ts, start_row, end_row, ended_by,
+           b['side'] AS side, b['ts'] AS b_ts, CAST(b['row_idx'] AS BIGINT) AS b_row
+    FROM (SELECT *,
+                 unnest(CASE WHEN end_ts IS NULL THEN [named_struct('side', 'start', 'ts', start_ts, 'row_idx', start_row)]
+                             ELSE [named_struct('side', 'start', 'ts', start_ts, 'row_idx', start_row),
+                                   named_struct('side', 'end', 'ts', end_ts, 'row_idx', end_row)] END) AS b
+          FROM stages) u
 ),
+boundaries AS (
+    SELECT source, pid, device, ts, row_idx,
+           ROW_NUMBER() OVER (PARTITION BY source, pid, device ORDER BY ts, row_idx) AS piece
+    FROM (SELECT DISTINCT source, pid, device, b_ts AS ts, b_row AS row_idx FROM stage_sides) d
+),
+-- each stage with the pieces its ends start
+stage_pieces AS (
+    SELECT st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts, st.ended_by,
+           MAX(bd.piece) FILTER (WHERE st.side = 'start') AS first_piece,
+           MAX(bd.piece) FILTER (WHERE st.side = 'end') AS end_piece
+    FROM stage_sides st
+    JOIN boundaries bd ON bd.source = st.source AND (bd.pid IS NOT DISTINCT FROM st.pid) AND bd.device = st.device
+                      AND bd.ts = st.b_ts AND bd.row_idx = st.b_row
+    GROUP BY st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts, st.start_row,
+             st.end_row, st.ended_by
+),
+-- every pool's values and the boundaries of its process and device, in event order; piece =
+-- boundaries passed so far
 points AS (
     SELECT source, pid, device, pool, ts, CAST(row_idx AS BIGINT) AS row_idx, used, 0 AS is_boundary
     FROM usage_series
     WHERE used IS NOT NULL
     UNION ALL
-    SELECT b.source, b.pid, b.device, p.pool, b.ts, CAST(b.row_idx AS BIGINT), CAST(NULL AS BIGINT), 1
+    SELECT b.source, b.pid, b.device, p.pool, b.ts, b.row_idx, CAST(NULL AS BIGINT), 1
     FROM boundaries b
     JOIN pools p ON p.source = b.source AND (p.pid IS NOT DISTINCT FROM b.pid) AND p.device = b.device
 ),
--- piece = boundaries passed so far; filled = values passed so far
 counted AS (
     SELECT *,
-           SUM(is_boundary) OVER w AS piece,
-           COUNT(used) OVER w AS filled
+           SUM(is_boundary) OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS piece
     FROM points
-    WINDOW w AS (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
--- level = the last value at or before the row: the value of the row that made `filled` what
--- it is, found as the running maximum of filled · 10^20 + (used + 2^63) (exact in DECIMAL(38);
--- not last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan's
--- serialisation, nor a window per `filled` group, one partition per value)
-walked AS (
-    SELECT *,
-           CAST(CAST(MAX(CASE WHEN used IS NOT NULL
-                              THEN CAST(filled AS DECIMAL(38, 0)) * CAST('100000000000000000000' AS DECIMAL(38, 0))
-                                   + CAST(used AS DECIMAL(38, 0)) + CAST('9223372036854775808' AS DECIMAL(38, 0)) END)
-                     OVER (PARTITION BY source, pid, device, pool ORDER BY ts, row_idx
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-                % CAST('100000000000000000000' AS DECIMAL(38, 0)) - CAST('9223372036854775808' AS DECIMAL(38, 0)) AS DECIMAL(38, 0))
-                AS BIGINT) AS level
-    FROM counted
-),
+-- per pool and piece: its values (count, highest and its first time, last)
 pieces AS (
-    SELECT source, pid, device, pool, piece, COUNT(*) AS points, MAX(used) AS max_used,
-           first_value(ts ORDER BY used DESC, ts, row_idx) AS max_ts
-    FROM walked
-    WHERE is_boundary = 0
+    SELECT source, pid, device, pool, piece, COUNT(used) AS points, MAX(used) AS max_used,
+           first_value(ts ORDER BY used DESC, ts, row_idx) FILTER (WHERE used IS NOT NULL) AS max_ts,
+           last_value(used ORDER BY ts, row_idx) FILTER (WHERE used IS NOT NULL) AS last_used
+    FROM counted
     GROUP BY source, pid, device, pool, piece
 ),
-at_boundary AS (
-    SELECT source, pid, device, pool, ts, row_idx, piece, level
-    FROM walked
-    WHERE is_boundary = 1
+-- level = the last value before the piece's boundary: the last value of the latest earlier
+-- piece with one, as the running maximum of piece · 10^20 + (last + 2^63) (exact in
+-- DECIMAL(38); not last_value IGNORE NULLS, whose IGNORE NULLS a cluster loses with the plan)
+leveled AS (
+    SELECT *,
+           CAST(CAST(MAX(CASE WHEN points > 0
+                              THEN CAST(piece AS DECIMAL(38, 0)) * CAST('100000000000000000000' AS DECIMAL(38, 0))
+                                   + CAST(last_used AS DECIMAL(38, 0)) + CAST('9223372036854775808' AS DECIMAL(38, 0)) END)
+                     OVER (PARTITION BY source, pid, device, pool ORDER BY piece
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                % CAST('100000000000000000000' AS DECIMAL(38, 0)) - CAST('9223372036854775808' AS DECIMAL(38, 0)) AS DECIMAL(38, 0))
+                AS BIGINT) AS level
+    FROM pieces
 ),
--- each stage's two ends, each pool's piece and level at them (one join for both ends)
-stage_pools AS (
-    SELECT st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts,
-           st.ended_by, a.pool,
-           MAX(a.piece) FILTER (WHERE st.side = 'start') AS first_piece,
-           MAX(a.level) FILTER (WHERE st.side = 'start') AS start_used,
-           MAX(a.piece) FILTER (WHERE st.side = 'end') AS end_piece,
-           MAX(a.level) FILTER (WHERE st.side = 'end') AS end_used
-    FROM (SELECT *, unnest(CASE WHEN end_ts IS NULL THEN ['start'] ELSE ['start', 'end'] END) AS side FROM stages) st
-    JOIN at_boundary a ON a.source = st.source AND (a.pid IS NOT DISTINCT FROM st.pid) AND a.device = st.device
-                      AND a.ts = CASE WHEN st.side = 'start' THEN st.start_ts ELSE st.end_ts END
-                      AND a.row_idx = CAST(CASE WHEN st.side = 'start' THEN st.start_row ELSE st.end_row END AS BIGINT)
-    GROUP BY st.source, st.pid, st.device, st.stage, st.range_id, st.depth, st.start_ts, st.end_ts, st.start_row,
-             st.end_row, st.ended_by, a.pool
-    HAVING COUNT(*) FILTER (WHERE st.side = 'start') > 0
-),
--- the pieces inside each stage of each pool
+-- per stage and pool: the levels at its ends and the values of the pieces inside it
 inside AS (
     SELECT sp.source, sp.pid, sp.device, sp.stage, sp.range_id, sp.depth, sp.start_ts, sp.end_ts, sp.ended_by,
-           sp.pool, sp.start_used, sp.end_used,
-           COALESCE(SUM(pc.points), 0) AS points, MAX(pc.max_used) AS max_used,
-           first_value(pc.max_ts ORDER BY pc.max_used DESC, pc.max_ts) AS max_ts
-    FROM stage_pools sp
-    LEFT JOIN pieces pc ON pc.source = sp.source AND (pc.pid IS NOT DISTINCT FROM sp.pid)
-                       AND pc.device = sp.device AND pc.pool = sp.pool
-                       AND pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)
+           pc.pool,
+           MAX(pc.level) FILTER (WHERE pc.piece = sp.first_piece) AS start_used,
+           MAX(pc.level) FILTER (WHERE pc.piece = sp.end_piece) AS end_used,
+           COALESCE(SUM(pc.points) FILTER (WHERE pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)), 0) AS points,
+           MAX(pc.max_used) FILTER (WHERE pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)) AS max_used,
+           first_value(pc.max_ts ORDER BY pc.max_used DESC, pc.max_ts)
+               FILTER (WHERE pc.points > 0 AND pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece < sp.end_piece)) AS max_ts
+    FROM stage_pieces sp
+    JOIN leveled pc ON pc.source = sp.source AND (pc.pid IS NOT DISTINCT FROM sp.pid) AND pc.device = sp.device
+                   AND (pc.piece >= sp.first_piece AND (sp.end_piece IS NULL OR pc.piece <= sp.end_piece)
+                        OR pc.piece = sp.end_piece)
     GROUP BY sp.source, sp.pid, sp.device, sp.stage, sp.range_id, sp.depth, sp.start_ts, sp.end_ts, sp.ended_by,
-             sp.pool, sp.start_used, sp.end_used, sp.first_piece, sp.end_piece
+             sp.first_piece, sp.end_piece, pc.pool
+    HAVING COUNT(*) FILTER (WHERE pc.piece = sp.first_piece) > 0
 ),
 measured AS (
     SELECT *,
