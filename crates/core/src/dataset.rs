@@ -46,7 +46,8 @@ pub const MANIFEST: &str = "manifest.json";
 /// `oom.nth` (was `oom.rank`); 5: table `event_counts` (read by `stats` and `capabilities`);
 /// 6: table `expansions` (read by `pool_expansions`); 7: the tables folded at ingest beside
 /// `curve` (`curve_tiles`, `usage_tiles`, `curve_peaks`, `step_usage`, `pool_frag`,
-/// `owner_live_peaks`) and `hal_mallocs`; 8: table `owner_totals` (read by `owner_peaks`).
+/// `owner_live_peaks`) and `hal_mallocs`; 8: tables `owner_totals` (read by `owner_peaks`) and
+/// `step_levels` (read by `step_peaks`).
 pub const SCHEMA_VERSION: u32 = 8;
 
 /// The column every table but `sources` has: the rank of the job its source belongs to

@@ -407,10 +407,10 @@ pub struct Outputs<P> {
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
 /// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
 /// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
-/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag` ([`crate::frag`]) found on
-/// the way go to the other outputs. When `staged.needs_sort()`,
-/// each output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a staging file
-/// the caller sorts into place. Returns the rows of each.
+/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag`
+/// ([`crate::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
+/// output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a
+/// staging file the caller sorts into place. Returns the rows of each.
 pub fn finish(
     staged: CurveFiles,
     source: &str,

@@ -265,10 +265,12 @@ impl StepIndex {
 
     /// The steps of (pid, device) in time order (`k` = 1, 2, ...); empty when it has none.
     pub fn of(&self, pid: Option<i64>, device: &str) -> &[Step] {
-        self.by_pid
-            .get(&pid)
-            .and_then(|list| list.iter().find(|(d, _)| d == device))
-            .map_or(&[], |(_, steps)| steps)
+        self.find(pid, device).unwrap_or(&[])
+    }
+
+    fn find(&self, pid: Option<i64>, device: &str) -> Option<&[Step]> {
+        let list = self.by_pid.get(&pid)?;
+        Some(&list.iter().find(|(d, _)| d == device)?.1)
     }
 
     /// Where a row at `ts` of (pid, device) lies: `k`, the 1-based position of the latest step
@@ -282,10 +284,7 @@ impl StepIndex {
         ts: Option<i64>,
     ) -> Option<(u32, Option<i64>)> {
         let ts = ts?;
-        let list = self.of(pid, device);
-        if list.is_empty() {
-            return None;
-        }
+        let list = self.find(pid, device)?;
         let k = list.partition_point(|s| s.start_ts <= ts);
         let inside = k
             .checked_sub(1)
