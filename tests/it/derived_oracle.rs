@@ -3,8 +3,8 @@
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and
 //! usage_tiles, step_usage.sql against step_usage, step_peaks.sql against step_levels (view step_peaks), hal_mallocs against the events it copies;
-//! oom_events.sql, oom_findings.sql, stage_memory.sql and wasted_memory.sql, views before their rewrite in fewer
-//! layers), on
+//! oom_events.sql, oom_findings.sql, stage_memory.sql, wasted_memory.sql and step_leaks.sql, views before their
+//! rewrite in fewer layers), on
 //! every kind of
 //! input the tests have: the committed G3 run, generated runs with stop periods, residual reuse,
 //! several processes and a db writer, the real samples and the hostile corpus.
@@ -72,7 +72,11 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     // wasted_memory before its accesses were windowed per process (one partition per
     // allocation made the window 300 ms at 1 M events) and its blocks read once
     let wasted_memory = std::fs::read_to_string(dir.join("wasted_memory.sql")).unwrap();
+    // step_leaks before its blocks were joined to their steps once (the origins' totals were a
+    // second pass over the same joins)
+    let step_leaks = std::fs::read_to_string(dir.join("step_leaks.sql")).unwrap();
     for (name, sql) in [
+        ("oracle_step_leaks", step_leaks),
         ("oracle_wasted_memory", wasted_memory),
         ("oracle_stage_memory", stage_memory),
         ("oracle_oom_events", oom_events),
@@ -134,6 +138,7 @@ async fn check(input: PathBuf) -> Vec<String> {
     let oom_event_cols = "source, pid, device, trigger_id, oom_ts, kind, nth, id, ts, func, req_size, flag, ret, pool, ptr, size, alloc_ts, owner, owner_group, stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free, stack_py, stack_c";
     let stage_cols = "source, pid, device, stage, range_id, depth, step, start_ts, end_ts, ended_by, duration_ns, pool, points, start_used, peak_used, peak_ts, end_used, growth, peak_rise";
     let wasted_cols = "source, pid, device, pool, ptr, size, owner, user_frame, kind, origin, alloc_ts, first_use_ts, last_use_ts, end_ts, wasted_from, wasted_to, wasted_ns, peak_ts, peak_saving";
+    let step_leak_cols = "source, pid, device, pool, owner, owner_group, user_frame, blocks, first_step, last_step, step_ends, held_last, held_at_end, ROUND(growth_per_step, 3), ROUND(r2, 9), rising_steps, confidence";
     let oom_finding_cols = "source, pid, device, trigger_id, oom_ts, priority, rule, verdict, evidence, req_size, free_mem, snapshot_ts";
     let trend_cols = "source, pid, device, pool, bucket, t0, t1, points, used_last, used_min_bytes, used_max_bytes, total_last, base_used, compared_buckets, above_base, monotonic, net_growth_bytes, growth_verdict, total_first_bytes, total_final_bytes, total_non_decreasing, reservation_growth";
     // fragmentation has one row per series: compared row by row in key order (its list of
@@ -197,6 +202,8 @@ async fn check(input: PathBuf) -> Vec<String> {
         ("oracle_stage_memory", "stage_memory", stage_cols),
         ("wasted_memory", "oracle_wasted_memory", wasted_cols),
         ("oracle_wasted_memory", "wasted_memory", wasted_cols),
+        ("step_leaks", "oracle_step_leaks", step_leak_cols),
+        ("oracle_step_leaks", "step_leaks", step_leak_cols),
     ] {
         let diff = missing(&e, a, b, cols).await;
         assert!(
@@ -254,8 +261,10 @@ async fn committed_and_real_inputs() {
         int(&e, "SELECT COUNT(*) FROM oom WHERE kind = 'top'").await
             > int(&e, "SELECT COUNT(*) FROM oom_events WHERE kind = 'top'").await
     );
-    // and MSTX ranges and ACCESS rows (stage_memory and wasted_memory are checked on rows)
+    // and MSTX ranges, ACCESS rows and a leak (stage_memory, wasted_memory and step_leaks are
+    // checked on rows)
     assert!(int(&e, "SELECT COUNT(*) FROM stage_memory").await > 0);
+    assert!(int(&e, "SELECT COUNT(*) FROM step_leaks").await > 0);
     assert!(
         int(
             &e,

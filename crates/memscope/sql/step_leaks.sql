@@ -61,14 +61,16 @@ born AS (
 lasting AS (
     -- (a SUM, not COUNT(*) FILTER: a window aggregate's FILTER does not survive the plan's
     -- serialisation to a cluster, where every block would count)
-    SELECT *, SUM(CASE WHEN last_k > born_k THEN 1 ELSE 0 END) OVER (PARTITION BY source, pid, device, pool, owner, user_frame) AS survivors
+    SELECT *, SUM(CASE WHEN last_k > born_k THEN 1 ELSE 0 END) OVER origin AS survivors,
+           COALESCE(SUM(CASE WHEN end_ts IS NULL AND last_k > born_k THEN size END) OVER origin, 0) AS held_at_end
     FROM born
     WHERE last_k >= born_k
+    WINDOW origin AS (PARTITION BY source, pid, device, pool, owner, user_frame)
 ),
 -- held bytes of each origin at every complete step end
 held AS (
     SELECT s.source, s.pid, s.device, s.pool, s.owner, s.user_frame, e.k, e.step,
-           SUM(s.size) AS bytes, COUNT(*) AS blocks
+           SUM(s.size) AS bytes, COUNT(*) AS blocks, MAX(s.survivors) AS survivors, MAX(s.held_at_end) AS held_at_end
     FROM lasting s
     JOIN step_ends e ON e.source = s.source AND (e.pid IS NOT DISTINCT FROM s.pid) AND e.device = s.device
     WHERE s.survivors > 0 AND e.complete AND e.k >= s.born_k AND e.k <= s.last_k
@@ -86,20 +88,13 @@ origins AS (
            last_value(bytes ORDER BY k) AS held_last,
            regr_slope(CAST(bytes AS DOUBLE), CAST(k AS DOUBLE)) AS slope,
            regr_r2(CAST(bytes AS DOUBLE), CAST(k AS DOUBLE)) AS r2,
-           100.0 * CAST(COUNT(*) FILTER (WHERE change > 0) AS DOUBLE) / CAST(NULLIF(COUNT(change), 0) AS DOUBLE) AS rising_steps
+           100.0 * CAST(COUNT(*) FILTER (WHERE change > 0) AS DOUBLE) / CAST(NULLIF(COUNT(change), 0) AS DOUBLE) AS rising_steps,
+           MAX(survivors) AS survivors, MAX(held_at_end) AS held_at_end
     FROM changes
-    GROUP BY source, pid, device, pool, owner, user_frame
-),
-totals AS (
-    SELECT source, pid, device, pool, owner, user_frame,
-           COUNT(*) FILTER (WHERE last_k > born_k) AS blocks,
-           COALESCE(SUM(size) FILTER (WHERE end_ts IS NULL AND last_k > born_k), 0) AS held_at_end
-    FROM lasting
-    WHERE survivors > 0
     GROUP BY source, pid, device, pool, owner, user_frame
 )
 SELECT o.source, o.pid, o.device, o.pool, o.owner, owner_group(o.owner) AS owner_group, o.user_frame,
-       t.blocks, o.first_step, o.last_step, o.step_ends, o.held_last, t.held_at_end,
+       o.survivors AS blocks, o.first_step, o.last_step, o.step_ends, o.held_last, o.held_at_end,
        COALESCE(o.slope, 0.0) AS growth_per_step,
        CASE WHEN o.step_ends >= 3 THEN o.r2 END AS r2,
        o.rising_steps,
@@ -107,5 +102,3 @@ SELECT o.source, o.pid, o.device, o.pool, o.owner, owner_group(o.owner) AS owner
             WHEN o.step_ends >= 3 AND o.r2 >= 0.6 AND o.slope > 0 THEN 'medium'
             ELSE 'low' END AS confidence
 FROM origins o
-JOIN totals t ON t.source = o.source AND (t.pid IS NOT DISTINCT FROM o.pid) AND t.device = o.device
-             AND t.pool = o.pool AND t.owner = o.owner AND t.user_frame = o.user_frame
