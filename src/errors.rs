@@ -204,9 +204,9 @@ fn relation_names(ctx: &SessionContext) -> Vec<String> {
     }
     names.extend(
         crate::analyses()
-            .into_iter()
+            .iter()
             .filter(|a| !a.private)
-            .map(|a| a.name),
+            .map(|a| a.name.clone()),
     );
     names.extend(ctx.state().table_functions().keys().cloned());
     names.sort();

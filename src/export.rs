@@ -309,7 +309,7 @@ mod tests {
         );
         assert!(select(
             &Selection::Named(vec!["no_such_view".into()]),
-            &crate::analyses()
+            crate::analyses()
         )
         .is_err());
     }

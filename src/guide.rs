@@ -221,7 +221,7 @@ mod tests {
     fn analyses_of_an_empty_format_have_no_data() {
         let all = crate::analyses();
         let snapshot_only = manifest(&[("snap_segments", 3), ("snap_blocks", 9), ("snap_info", 4)]);
-        let empty = without_data(&snapshot_only, &all);
+        let empty = without_data(&snapshot_only, all);
         assert!(
             empty.contains("peaks") && empty.contains("leak_summary"),
             "{empty:?}"

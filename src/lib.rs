@@ -38,12 +38,10 @@ pub fn catalog() -> Catalog {
 
 /// Every canned analysis of every format (the library is built in: parsed once per process;
 /// the shell asks for it after every statement).
-pub fn analyses() -> Vec<memq_engine::library::Analysis> {
+pub fn analyses() -> &'static [memq_engine::library::Analysis] {
     static LIBRARY: std::sync::OnceLock<Vec<memq_engine::library::Analysis>> =
         std::sync::OnceLock::new();
-    LIBRARY
-        .get_or_init(|| memq_engine::library::analyses(&catalog().sql_files()))
-        .clone()
+    LIBRARY.get_or_init(|| memq_engine::library::analyses(&catalog().sql_files()))
 }
 
 /// Every SQL function memq adds, with its docs.
@@ -64,7 +62,7 @@ mod tests {
         assert_eq!(order.len(), all.len());
         let place = |n: &str| order.iter().position(|a| a.name == n).unwrap();
         let mut edges = 0;
-        for a in &all {
+        for a in all {
             for d in memq_engine::library::dependencies(a, &names).unwrap() {
                 assert!(place(&d) < place(&a.name), "{} before {}", d, a.name);
                 edges += 1;

@@ -538,7 +538,7 @@ async fn run(cli: Cli) -> Result<()> {
             force,
         } => {
             let selection = Selection::parse(&views);
-            export::select(&selection, &memq::analyses())?;
+            export::select(&selection, memq::analyses())?;
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;
             let stop = exec::Stop::new();
             let mut index = None;

@@ -266,13 +266,13 @@ impl Session {
         for v in &vocab.views {
             rows.push(vec![v.clone(), "view".into()]);
         }
-        let library: Vec<String> = crate::analyses()
-            .into_iter()
+        let library: Vec<&str> = crate::analyses()
+            .iter()
             .filter(|a| a.is_table_function())
-            .map(|a| a.name)
+            .map(|a| a.name.as_str())
             .collect();
         for f in &vocab.table_functions {
-            if library.contains(f) {
+            if library.contains(&f.as_str()) {
                 rows.push(vec![f.clone(), "table function".into()]);
             }
         }
@@ -300,7 +300,7 @@ impl Session {
     fn list_views(&self) -> String {
         let analyses = crate::analyses();
         let manifest = &self.engine().manifest;
-        let empty = crate::guide::without_data(manifest, &analyses);
+        let empty = crate::guide::without_data(manifest, analyses);
         let mut out = String::new();
         let mut formats: Vec<&str> = Vec::new();
         for a in analyses.iter().filter(|a| !a.private) {
@@ -404,7 +404,7 @@ impl Session {
             out.push_str(&columns(&rows));
             return Ok(out);
         }
-        let analysis = crate::analyses().into_iter().find(|a| a.name == name);
+        let analysis = crate::analyses().iter().find(|a| a.name == name);
         if let Some(a) = analysis.as_ref().filter(|a| a.is_table_function()) {
             let _ = writeln!(out, "Table function {}\n\n{}\n", a.call_form(), a.doc);
             let mut rows = vec![vec![
@@ -463,7 +463,7 @@ fn list_functions() -> String {
         let _ = writeln!(out, "  {}\n      {}", f.usage, f.doc);
     }
     let tfs: Vec<_> = crate::analyses()
-        .into_iter()
+        .iter()
         .filter(|a| a.is_table_function())
         .collect();
     if !tfs.is_empty() {

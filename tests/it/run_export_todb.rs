@@ -211,7 +211,7 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
             .into_iter()
             .filter(|a| !a.is_table_function() && !a.private)
             .filter(|a| a.path.starts_with(&format!("{family}/")))
-            .map(|a| a.name)
+            .map(|a| a.name.clone())
             .collect();
         v.sort();
         v
@@ -491,7 +491,7 @@ async fn export_skips_analyses_without_data_and_replaces_only_its_own_output() {
         let mut v: Vec<String> = memq::analyses()
             .into_iter()
             .filter(|a| !a.is_table_function() && !a.private && pred(&a.path))
-            .map(|a| a.name)
+            .map(|a| a.name.clone())
             .collect();
         v.sort();
         v

@@ -30,7 +30,7 @@ use memq_core::dataset::{table_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
 use crate::schema;
-use crate::series::{opt, order_key, series_order, Series, SeriesMap, StagingCols};
+use crate::series::{opt, order_key, series_order, ByName, Series, SeriesMap, StagingCols};
 use crate::steps::StepIndex;
 use crate::tiles::Ranges;
 
@@ -589,12 +589,8 @@ fn place_in_steps(c: &StagingCols, steps: &StepIndex) -> (UInt32Array, Int64Arra
 /// order; returns its rows.
 fn owner_peaks(owners: &Sums, source: &str, out: &Path) -> Result<u64> {
     let mut rows: Vec<_> = owners
-        .by_name
         .iter()
-        .flat_map(|(name, list)| {
-            list.iter()
-                .filter_map(move |e| e.peak.map(|p| (e, name.as_str(), p)))
-        })
+        .filter_map(|(name, e)| e.value.peak.map(|p| (e, name, p)))
         .collect();
     rows.sort_by(|a, b| {
         (order_key(a.0.pid, &a.0.device, &a.0.pool), a.1)
@@ -624,54 +620,17 @@ fn owner_peaks(owners: &Sums, source: &str, out: &Path) -> Result<u64> {
 }
 
 /// A running sum of (name, pid, device, pool), with its peak so far.
+#[derive(Default)]
 struct Sum {
-    pid: Option<i64>,
-    device: String,
-    pool: String,
     sum: i64,
     /// The highest sum a curve row showed, and the time of the first row showing it.
     peak: Option<(i64, Option<i64>)>,
 }
 
-/// Running sums by (name, pid, device, pool), looked up without allocating: by name first
-/// (an owner, or the pool itself), then among the few series that name appears in.
-#[derive(Default)]
-struct Sums {
-    by_name: HashMap<String, Vec<Sum>>,
-}
+/// Running sums by (name, pid, device, pool).
+type Sums = ByName<Sum>;
 
 impl Sums {
-    /// Applies `f` to the sum of (name, pid, device, pool), a new one at 0 if need be.
-    fn with<R>(
-        &mut self,
-        name: &str,
-        (pid, device, pool): (Option<i64>, &str, &str),
-        f: impl FnOnce(&mut Sum) -> R,
-    ) -> R {
-        let list = match self.by_name.get_mut(name) {
-            Some(l) => l,
-            None => self.by_name.entry(name.to_string()).or_default(),
-        };
-        match list
-            .iter_mut()
-            .find(|e| e.pid == pid && e.device == device && e.pool == pool)
-        {
-            Some(e) => f(e),
-            None => {
-                let mut e = Sum {
-                    pid,
-                    device: device.to_string(),
-                    pool: pool.to_string(),
-                    sum: 0,
-                    peak: None,
-                };
-                let r = f(&mut e);
-                list.push(e);
-                r
-            }
-        }
-    }
-
     fn add(&mut self, name: &str, pid: Option<i64>, device: &str, pool: &str, d: i64) -> i64 {
         self.with(name, (pid, device, pool), |e| {
             e.sum += d;

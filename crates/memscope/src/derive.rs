@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder,
-    StringBuilder, UInt64Builder,
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int32Builder, Int64Array,
+    Int64Builder, StringArray, StringBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -17,6 +17,7 @@ use crate::attr;
 use crate::curve::{CurveRow, CurveStaging};
 use crate::fates::{Fate, Fates, Marker};
 use crate::schema;
+use crate::series::{ByName, Named};
 use crate::steps::StepMarkers;
 use memq_core::error::Result;
 
@@ -522,18 +523,10 @@ pub struct Derived {
 /// (`blocks.end_ts` NULL) — the sums view owner_peaks made over every block per query
 /// (tests/oracle/sql/owner_peaks.sql checks them).
 #[derive(Default)]
-struct OwnerTotals {
-    /// By the key's parts, each as its length and bytes (owners are free text); the value
-    /// keeps the parts for the table.
-    sums: HashMap<Vec<u8>, OwnerSum>,
-    key: Vec<u8>,
-}
+struct OwnerTotals(ByName<OwnerSum>);
 
+#[derive(Default)]
 struct OwnerSum {
-    pid: Option<i64>,
-    device: String,
-    pool: String,
-    owner: String,
     total_bytes: i64,
     blocks: i64,
     end_bytes: i64,
@@ -546,70 +539,37 @@ impl OwnerTotals {
             return;
         }
         let (pid, pool, _) = &e.key;
-        let owner = b.owner_label(pool);
-        self.key.clear();
-        self.key.extend_from_slice(&pid.map_or([0xff; 9], |p| {
-            let mut k = [0; 9];
-            k[1..].copy_from_slice(&p.to_le_bytes());
-            k
-        }));
-        for part in [b.device.as_str(), pool, owner] {
-            self.key
-                .extend_from_slice(&(part.len() as u64).to_le_bytes());
-            self.key.extend_from_slice(part.as_bytes());
-        }
-        let sum = match self.sums.get_mut(&self.key) {
-            Some(sum) => sum,
-            None => self.sums.entry(self.key.clone()).or_insert(OwnerSum {
-                pid: *pid,
-                device: b.device.clone(),
-                pool: pool.clone(),
-                owner: owner.to_string(),
-                total_bytes: 0,
-                blocks: 0,
-                end_bytes: 0,
-            }),
-        };
         let size = b.size.unwrap_or(0);
-        sum.total_bytes = sum.total_bytes.wrapping_add(size);
-        sum.blocks += 1;
         // blocks.end_ts is NULL for a block held at the end or never ended
-        if fate.held_at_end() || e.free_ts.is_none() {
-            sum.end_bytes = sum.end_bytes.wrapping_add(size);
-        }
+        let held = fate.held_at_end() || e.free_ts.is_none();
+        self.0
+            .with(b.owner_label(pool), (*pid, &b.device, pool), |sum| {
+                sum.total_bytes = sum.total_bytes.wrapping_add(size);
+                sum.blocks += 1;
+                if held {
+                    sum.end_bytes = sum.end_bytes.wrapping_add(size);
+                }
+            });
     }
 
     fn finish(self, source: &str) -> RecordBatch {
-        let sums: Vec<OwnerSum> = self.sums.into_values().collect();
-        let n = sums.len();
-        let strings = |f: fn(&OwnerSum) -> &str| -> ArrayRef {
-            Arc::new(
-                sums.iter()
-                    .map(|s| Some(f(s)))
-                    .collect::<datafusion::arrow::array::StringArray>(),
-            )
+        let rows: Vec<(&str, &Named<OwnerSum>)> = self.0.iter().collect();
+        let text = |f: &dyn Fn(&(&str, &Named<OwnerSum>)) -> String| -> ArrayRef {
+            Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
         };
-        let ints = |f: fn(&OwnerSum) -> Option<i64>| -> ArrayRef {
-            Arc::new(
-                sums.iter()
-                    .map(f)
-                    .collect::<datafusion::arrow::array::Int64Array>(),
-            )
+        let int = |f: &dyn Fn(&Named<OwnerSum>) -> Option<i64>| -> ArrayRef {
+            Arc::new(rows.iter().map(|r| f(r.1)).collect::<Int64Array>())
         };
         schema::owner_totals()
             .batch(vec![
-                (
-                    "source",
-                    Arc::new(datafusion::arrow::array::StringArray::from(vec![source; n]))
-                        as ArrayRef,
-                ),
-                ("pid", ints(|s| s.pid)),
-                ("device", strings(|s| &s.device)),
-                ("pool", strings(|s| &s.pool)),
-                ("owner", strings(|s| &s.owner)),
-                ("total_bytes", ints(|s| Some(s.total_bytes))),
-                ("blocks", ints(|s| Some(s.blocks))),
-                ("end_bytes", ints(|s| Some(s.end_bytes))),
+                ("source", text(&|_| source.to_string())),
+                ("pid", int(&|e| e.pid)),
+                ("device", text(&|r| r.1.device.clone())),
+                ("pool", text(&|r| r.1.pool.clone())),
+                ("owner", text(&|r| r.0.to_string())),
+                ("total_bytes", int(&|e| Some(e.value.total_bytes))),
+                ("blocks", int(&|e| Some(e.value.blocks))),
+                ("end_bytes", int(&|e| Some(e.value.end_bytes))),
             ])
             .expect("every owner_totals column is given once")
     }

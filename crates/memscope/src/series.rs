@@ -14,6 +14,69 @@ use datafusion::arrow::record_batch::RecordBatch;
 /// A series: (pid, device, pool).
 pub type Series = (Option<i64>, String, String);
 
+/// Values by (name, pid, device, pool) — a name being an owner, or the pool itself — looked up
+/// without allocating: by name first, then among the few series that name appears in.
+pub struct ByName<T> {
+    by_name: HashMap<String, Vec<Named<T>>>,
+}
+
+/// The value of one (name, pid, device, pool) of a [`ByName`].
+pub struct Named<T> {
+    pub pid: Option<i64>,
+    pub device: String,
+    pub pool: String,
+    pub value: T,
+}
+
+impl<T> Default for ByName<T> {
+    fn default() -> Self {
+        ByName {
+            by_name: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Default> ByName<T> {
+    /// Applies `f` to the value of (name, pid, device, pool), a new default one if need be.
+    pub fn with<R>(
+        &mut self,
+        name: &str,
+        (pid, device, pool): (Option<i64>, &str, &str),
+        f: impl FnOnce(&mut T) -> R,
+    ) -> R {
+        let list = match self.by_name.get_mut(name) {
+            Some(l) => l,
+            None => self.by_name.entry(name.to_string()).or_default(),
+        };
+        match list
+            .iter_mut()
+            .find(|e| e.pid == pid && e.device == device && e.pool == pool)
+        {
+            Some(e) => f(&mut e.value),
+            None => {
+                let mut e = Named {
+                    pid,
+                    device: device.to_string(),
+                    pool: pool.to_string(),
+                    value: T::default(),
+                };
+                let r = f(&mut e.value);
+                list.push(e);
+                r
+            }
+        }
+    }
+}
+
+impl<T> ByName<T> {
+    /// Every (name, entry), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Named<T>)> {
+        self.by_name
+            .iter()
+            .flat_map(|(name, list)| list.iter().map(move |e| (name.as_str(), e)))
+    }
+}
+
 /// The tables' order of series: pid (NULLs last), device, pool.
 pub fn order_key<'a>(
     pid: Option<i64>,

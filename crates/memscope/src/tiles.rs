@@ -105,7 +105,7 @@ struct UsageFold {
 
 /// A step interval of a usage series (view step_peaks): from the start of step k (curve.step_k)
 /// to the start of the next; the values of the rows inside the step (curve.step set) apart.
-#[derive(Clone, Copy, Default, Debug, PartialEq)]
+#[derive(Clone, Copy, Default)]
 struct StepFold {
     points: i64,
     max_used: Option<i64>,
@@ -222,7 +222,12 @@ impl Tables {
     /// A closed step interval of series `s`.
     fn push_step(&mut self, s: &Series, step: Option<(i64, StepFold)>) {
         if let Some(interval) = step {
-            self.levels.entry(s.clone()).or_default().push(interval);
+            match self.levels.get_mut(s) {
+                Some(list) => list.push(interval),
+                None => {
+                    self.levels.insert(s.clone(), vec![interval]);
+                }
+            }
         }
         self.steps.push(s, step, None);
     }
@@ -485,7 +490,6 @@ impl Summaries {
 }
 
 /// One row of `step_levels` (view `step_peaks`): a step of a pool series.
-#[derive(Debug, PartialEq)]
 struct Level<'a> {
     step: &'a Step,
     points: i64,
