@@ -27,3 +27,4 @@ mod snapshot_decoder;
 mod snapshot_library;
 mod stages;
 mod steps_captures;
+mod stored;

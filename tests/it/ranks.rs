@@ -145,9 +145,24 @@ fn append_adds_ranks_without_rewriting_the_others() {
     for q in [
         "SELECT rank, COUNT(*) AS n, SUM(size) AS b FROM blocks GROUP BY rank ORDER BY rank",
         "SELECT rank, pool, peak_bytes FROM rank_peaks ORDER BY rank, pool",
+        // the stored views are computed again over every source, not kept from the first ingest
+        // (sources are named from the inputs' common folder: `job/` only in the whole ingest)
+        "SELECT regexp_replace(source, '^job/', '') AS s, kind, COUNT(*) AS n FROM oom_events GROUP BY s, kind ORDER BY s, kind",
+        "SELECT regexp_replace(source, '^job/', '') AS s, trigger_id, priority, verdict FROM oom_findings ORDER BY s, trigger_id, priority",
     ] {
         assert_eq!(sql(&ds, q), sql(&whole, q), "{q}");
     }
+    let findings = |dataset: &Path| {
+        let m = memq_core::dataset::Manifest::read(dataset).unwrap();
+        assert_eq!(m.stored, ["oom_events", "oom_findings"]);
+        m.tables
+            .into_iter()
+            .find(|t| t.name == "oom_findings")
+            .unwrap()
+            .rows
+    };
+    assert!(findings(&ds) > 0);
+    assert_eq!(findings(&ds), findings(&whole));
     // Appending the same folders again adds nothing; a changed source is refused.
     run_ok(
         memq()

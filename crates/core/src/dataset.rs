@@ -68,9 +68,17 @@ pub struct Manifest {
     pub memq_version: String,
     pub created_unix: u64,
     pub sources: Vec<SourceEntry>,
-    /// Rows per table.
+    /// Rows per table (stored views included).
     pub tables: Vec<TableEntry>,
     pub options: IngestOptionsRecord,
+    /// The library's views stored with the tables when the dataset was built (`-- @stored`,
+    /// crates/engine/src/stored.rs), each a table of `tables`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored: Vec<String>,
+    /// The fingerprint of the library that computed them: a memq whose library differs plans
+    /// the views instead of reading them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -317,7 +325,9 @@ impl DatasetBuilder {
                 .tables
                 .lock()
                 .map_err(|_| MemqError::Query("table entries poisoned".into()))?;
-            for old in manifest.tables.iter().filter(|t| t.name != "sources") {
+            // `sources` is written anew, the stored views computed again over every source.
+            let kept = |t: &&TableEntry| t.name != "sources" && !manifest.stored.contains(&t.name);
+            for old in manifest.tables.iter().filter(kept) {
                 for file in &old.files {
                     let (from, to) = (target.join(file), builder.tmp.join(file));
                     if let Some(dir) = to.parent() {
@@ -515,6 +525,14 @@ impl DatasetBuilder {
         Ok(dir)
     }
 
+    /// Writes `manifest` into the dataset under construction (so that it can be opened, to
+    /// compute the stored views, before [`DatasetBuilder::commit`] writes it again).
+    pub fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
+        let manifest_path = self.tmp.join(MANIFEST);
+        let text = serde_json::to_string_pretty(manifest).map_err(MemqError::query)?;
+        fs::write(&manifest_path, text).map_err(|e| MemqError::io(&manifest_path, e))
+    }
+
     /// Writes the manifest and renames the folder into place. The swap runs under the target's
     /// commit lock (`.NAME.lock` beside it), so concurrent commits to one target never meet;
     /// the replaced dataset is moved to a unique `.NAME.old-…` and removed (issue 13, finding 12).
@@ -523,9 +541,7 @@ impl DatasetBuilder {
         if staging.exists() {
             fs::remove_dir_all(&staging).map_err(|e| MemqError::io(&staging, e))?;
         }
-        let manifest_path = self.tmp.join(MANIFEST);
-        let text = serde_json::to_string_pretty(manifest).map_err(MemqError::query)?;
-        fs::write(&manifest_path, text).map_err(|e| MemqError::io(&manifest_path, e))?;
+        self.write_manifest(manifest)?;
         let (parent, name) = parent_and_name(&self.target);
         let _lock = TargetLock::acquire(&self.target, "lock")?;
         // Any `.NAME.old…` left now is a dead process's: they exist only inside this lock.

@@ -9,6 +9,7 @@ pub mod functions;
 pub mod guard;
 pub mod lazy;
 pub mod library;
+pub mod stored;
 pub mod summarize;
 pub mod units;
 
@@ -112,6 +113,7 @@ impl Engine {
         }
         functions::register_all(&ctx, catalog)?;
         register_library(&ctx, &analyses)?;
+        stored::register(&ctx, dataset, &manifest, &analyses).await?;
         Ok(Engine {
             ctx,
             dataset: dataset.to_path_buf(),

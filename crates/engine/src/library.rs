@@ -16,6 +16,8 @@
 //! A file without `@param` lines becomes a view named after the file; one with parameters
 //! becomes a table function whose arguments are bound, in order, to the `$name` placeholders of
 //! the query as typed literal values (a value can never change the statement's structure).
+//! `-- @private` marks a helper the other analyses build on; `-- @stored` a view computed once
+//! when the dataset is built and read from there ([`crate::stored`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,6 +61,10 @@ pub struct Analysis {
     /// `@private`: a helper other analyses build on, not an answer of its own (not listed by
     /// `memq views` or `\dv`, not exported by default; still queryable).
     pub private: bool,
+    /// `@stored`: a view computed once when the dataset is built and stored beside its tables
+    /// (`crate::stored`); a query reads the stored rows instead of planning the view. Only a
+    /// view (no `@param`) can be stored.
+    pub stored: bool,
     pub body: String,
 }
 
@@ -122,6 +128,7 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
     let mut params = Vec::new();
     let mut columns = Vec::new();
     let mut private = false;
+    let mut stored = false;
     let mut body_start = text.len();
     let mut offset = 0;
     for (n, line) in text.split_inclusive('\n').enumerate() {
@@ -165,6 +172,8 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
             columns.push(parse_column(c).map_err(|e| format!("sql/{path}:{}: {e}", n + 1))?);
         } else if comment.starts_with("@private") {
             private = true;
+        } else if comment.starts_with("@stored") {
+            stored = true;
         } else {
             doc_lines.push(comment.to_string());
         }
@@ -191,6 +200,11 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
             "sql/{path}: the comment block must open with `-- {name}: what it answers`"
         ));
     }
+    if stored && !params.is_empty() {
+        return Err(format!(
+            "sql/{path}: `@stored` is for views; a table function (`@param`) is computed per call"
+        ));
+    }
     Ok(Analysis {
         name,
         path: path.to_string(),
@@ -199,6 +213,7 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         params,
         columns,
         private,
+        stored,
         body,
     })
 }
@@ -569,7 +584,17 @@ mod tests {
             }]
         );
         assert!(a.private);
+        assert!(!a.stored);
         assert!(parse("x/y.sql", "-- y: z\n-- @column c\nSELECT 1").is_err());
+        // Only a view is stored with the dataset; a table function is computed per call.
+        let stored = parse("x/v.sql", "-- v: z\n-- @stored\nSELECT 1 AS n").unwrap();
+        assert!(stored.stored && !stored.is_table_function());
+        let err = parse(
+            "x/f.sql",
+            "-- f: z\n-- @param n BIGINT n\n-- @stored\nSELECT $n",
+        )
+        .unwrap_err();
+        assert!(err.contains("sql/x/f.sql: `@stored` is for views"), "{err}");
         assert_eq!(a.body, "SELECT $ts AS t, $pool AS p");
         assert_eq!(a.call_form(), "breakdown_at(ts [, pool])");
         let bound = bind(&a, &[ScalarValue::Int64(Some(5))]).unwrap();

@@ -186,7 +186,10 @@ pub async fn ingest_sources(
         options: IngestOptionsRecord {
             strict: opts.strict,
         },
+        stored: Vec::new(),
+        library: None,
     };
+    let manifest = store_views(&builder, manifest, catalog).await;
     let dataset = builder.commit(&manifest)?;
     Ok(IngestReport {
         dataset,
@@ -194,6 +197,51 @@ pub async fn ingest_sources(
         elapsed: started.elapsed(),
         input_bytes,
     })
+}
+
+/// The library's stored views (`-- @stored`) computed over the dataset being built, and
+/// listed in its manifest. A view that cannot be stored is reported and left to be planned
+/// by each query instead (crates/engine/src/stored.rs): the dataset is whole without it.
+async fn store_views(
+    builder: &DatasetBuilder,
+    mut manifest: Manifest,
+    catalog: &Catalog,
+) -> Manifest {
+    use memq_engine::{library, stored, Engine};
+    let warn = |what: &str, e: &MemqError| {
+        eprintln!("memq: warning: {what} not stored with the dataset ({e}); queries compute it");
+    };
+    let analyses = library::analyses(&catalog.sql_files());
+    let views = match stored::wanted(&analyses, &manifest) {
+        Ok(views) if views.is_empty() => return manifest,
+        Ok(views) => views,
+        Err(e) => {
+            warn("the stored views were", &e);
+            return manifest;
+        }
+    };
+    let opened = match builder.write_manifest(&manifest) {
+        Ok(()) => Engine::open(builder.root(), catalog).await,
+        Err(e) => Err(e),
+    };
+    let engine = match opened {
+        Ok(engine) => engine,
+        Err(e) => {
+            warn("the stored views were", &e);
+            return manifest;
+        }
+    };
+    for (name, outcome) in stored::store(&engine, &views).await {
+        match outcome {
+            Ok(entry) => {
+                manifest.stored.push(name);
+                manifest.tables.push(entry);
+            }
+            Err(e) => warn(&format!("view {name} was"), &e),
+        }
+    }
+    manifest.library = Some(stored::fingerprint(&analyses));
+    manifest
 }
 
 /// The sources to ingest, numbered after the `old` ones (an append) with names unique among

@@ -18,6 +18,8 @@
 -- order instead of file order, RECENT listed newest first as written (docs/reference-differences.md).
 --
 -- Rows come in no particular order: ORDER BY oom_ts, kind, nth.
+-- Stored with the dataset when it is built (a few rows, many operators to plan).
+-- @stored
 -- @column source          VARCHAR input file of the trigger (of the first copy for a RECENT/TOP row without trigger)
 -- @column pid             BIGINT  process id
 -- @column device          VARCHAR Device Id of the trigger (the device that ran out of memory)

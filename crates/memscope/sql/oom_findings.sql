@@ -30,6 +30,8 @@
 -- added (docs/reference-differences.md).
 --
 -- Rows come in no particular order: ORDER BY oom_ts, priority for the attribution order.
+-- Stored with the dataset when it is built (a few rows, many operators to plan).
+-- @stored
 -- @column source      VARCHAR input file of the trigger
 -- @column pid         BIGINT  process id
 -- @column device      VARCHAR Device Id of the trigger

@@ -1,0 +1,180 @@
+//! Views stored with the dataset (`-- @stored` in the library).
+//!
+//! A few views cost far more to plan than to run: `oom_findings` is about 70 operators of
+//! windows, aggregates and joins over a few hundred OOM records, and DataFusion spends close to
+//! a millisecond planning each operator (docs/performance.md), so every query of it paid
+//! ~100 ms for a handful of rows. Such a view is marked `-- @stored`: `memq ingest` computes it
+//! once, after the tables are written (in the order the views read each other), into
+//! `NAME/0000.parquet` inside the dataset, and an engine opening the dataset registers that
+//! file under the view's name, so a query reads its rows (Perfetto's standard library makes the
+//! same split between a `VIEW` and a `TABLE`). The SQL file stays the definition: the stored
+//! rows are what it answers over that dataset, and a dataset without them (an older dataset, a
+//! view that failed to compute) plans the view as before.
+//!
+//! Stored rows are read only by the library that computed them: the manifest records its
+//! [`fingerprint`] (the memq version and every analysis's SQL), and a memq whose library
+//! differs plans the views instead. `memq ingest --append` computes them again over every source.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+use memq_core::dataset::{Manifest, ParquetSink, TableEntry};
+use memq_core::error::{MemqError, Result};
+
+use crate::library::{self, Analysis};
+use crate::Engine;
+
+/// The file of a stored view inside its folder.
+const FILE: &str = "0000.parquet";
+
+/// The fingerprint of a library: FNV-1a (64 bits) of the memq version and of each analysis's
+/// path and SQL, in hex. Any change of the library's text gives another.
+pub fn fingerprint(analyses: &[Analysis]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes.iter().chain([0u8].iter()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(env!("CARGO_PKG_VERSION").as_bytes());
+    for a in analyses {
+        eat(a.path.as_bytes());
+        eat(a.body.as_bytes());
+    }
+    format!("{h:016x}")
+}
+
+/// Registers in `ctx` the stored views `manifest` lists, when this library computed them.
+pub(crate) async fn register(
+    ctx: &SessionContext,
+    dataset: &Path,
+    manifest: &Manifest,
+    analyses: &[Analysis],
+) -> Result<()> {
+    if manifest.stored.is_empty() || manifest.library.as_deref() != Some(&fingerprint(analyses)) {
+        return Ok(());
+    }
+    for name in &manifest.stored {
+        if let Some(view) = analyses.iter().find(|a| a.stored && &a.name == name) {
+            register_one(ctx, dataset, view).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn register_one(ctx: &SessionContext, dataset: &Path, view: &Analysis) -> Result<()> {
+    let dir = dataset.join(&view.name);
+    let url = ListingTableUrl::parse(format!(
+        "{}/",
+        dir.canonicalize().unwrap_or(dir.clone()).display()
+    ))?;
+    // The file's columns with the units it keeps in their metadata (written by `store_one`),
+    // and those of the view's `@column` lines.
+    let format = ParquetFormat::default().with_skip_metadata(false);
+    let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
+    let schema = options.infer_schema(&ctx.state(), &url).await?;
+    let units: Vec<_> = view.columns.iter().map(|c| c.unit).collect();
+    let config = ListingTableConfig::new(url)
+        .with_listing_options(options)
+        .with_schema(crate::units::annotate(&schema, &units));
+    ctx.register_table(&view.name, Arc::new(ListingTable::try_new(config)?))?;
+    Ok(())
+}
+
+/// What storing one view gave: its table entry, or why it could not be stored.
+pub type Outcome = (String, Result<TableEntry>);
+
+/// The stored views of `analyses` worth computing over the dataset `manifest` describes, each
+/// after the views it reads: those that read (directly or through other views) a table with
+/// rows. The rest would plan a long query for no rows (the OOM views of a snapshot-only
+/// dataset): they are left to be planned if ever asked.
+pub fn wanted<'a>(analyses: &'a [Analysis], manifest: &Manifest) -> Result<Vec<&'a Analysis>> {
+    let order = library::topological(analyses).map_err(MemqError::Query)?;
+    let mut names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
+    names.extend(manifest.tables.iter().map(|t| t.name.as_str()));
+    let filled = |t: &str| manifest.tables.iter().any(|e| e.name == t && e.rows > 0);
+    let mut wanted = Vec::new();
+    for a in order.into_iter().filter(|a| a.stored) {
+        let (mut todo, mut seen) = (vec![a], Vec::new());
+        let mut has_rows = false;
+        while let Some(next) = todo.pop() {
+            if seen.contains(&next.name.as_str()) {
+                continue;
+            }
+            seen.push(next.name.as_str());
+            for dep in library::dependencies(next, &names)? {
+                match analyses.iter().find(|b| b.name == dep) {
+                    Some(view) => todo.push(view),
+                    None => has_rows |= filled(&dep),
+                }
+            }
+        }
+        if has_rows {
+            wanted.push(a);
+        }
+    }
+    Ok(wanted)
+}
+
+/// Computes `views` (from [`wanted`]) over the engine's dataset (a dataset being built) and
+/// writes each into `NAME/0000.parquet` there. Each is registered as it is written, so the
+/// views after it read its rows. A view that fails is left out (its queries plan it instead)
+/// and reported in the outcomes.
+pub async fn store(engine: &Engine, views: &[&Analysis]) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    for a in views {
+        outcomes.push((a.name.clone(), store_one(engine, a).await));
+    }
+    outcomes
+}
+
+async fn store_one(engine: &Engine, view: &Analysis) -> Result<TableEntry> {
+    let name = view.name.as_str();
+    let dir = engine.dataset.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| MemqError::io(&dir, e))?;
+    let (file, partial) = (dir.join(FILE), dir.join(format!("{FILE}.partial")));
+    let written = async {
+        let df = engine.ctx.table(name).await?;
+        // The columns as the plan gives them (a string may be a view there and not in the
+        // logical schema), with the units of the view's columns in their metadata.
+        let logical = df.schema().as_arrow().clone();
+        let mut stream = df.execute_stream().await?;
+        let fields: Vec<Field> = (stream.schema().fields().iter().zip(logical.fields()))
+            .map(|(f, l)| f.as_ref().clone().with_metadata(l.metadata().clone()))
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let mut sink = ParquetSink::create(&partial, schema.clone())?;
+        while let Some(batch) = stream.next().await {
+            sink.write(&RecordBatch::try_new(
+                schema.clone(),
+                batch?.columns().to_vec(),
+            )?)?;
+        }
+        let rows = sink.close()?;
+        std::fs::rename(&partial, &file).map_err(|e| MemqError::io(&file, e))?;
+        Ok::<u64, MemqError>(rows)
+    }
+    .await;
+    let rows = match written {
+        Ok(rows) => rows,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    register_one(&engine.ctx, &engine.dataset, view).await?;
+    Ok(TableEntry {
+        name: name.to_string(),
+        rows,
+        files: vec![format!("{name}/{FILE}")],
+    })
+}
