@@ -392,6 +392,7 @@ impl CurveFiles {
 }
 
 /// Where [`finish`] writes each table, and the rows it wrote.
+#[derive(Clone)]
 pub struct Outputs<P> {
     pub curve: P,
     pub expansions: P,
@@ -411,6 +412,22 @@ pub struct Outputs<P> {
 /// ([`crate::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
 /// output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a
 /// staging file the caller sorts into place. Returns the rows of each.
+impl Outputs<std::path::PathBuf> {
+    pub fn as_paths(&self) -> Outputs<&Path> {
+        Outputs {
+            curve: &self.curve,
+            expansions: &self.expansions,
+            tiles: &self.tiles,
+            usage_tiles: &self.usage_tiles,
+            step_usage: &self.step_usage,
+            step_levels: &self.step_levels,
+            peaks: &self.peaks,
+            frag: &self.frag,
+            owner_peaks: &self.owner_peaks,
+        }
+    }
+}
+
 pub fn finish(
     staged: CurveFiles,
     source: &str,

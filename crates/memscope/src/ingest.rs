@@ -319,8 +319,6 @@ async fn derive(
     } = passed;
     let staging_dir = out.staging_dir()?;
     let curve_stem = curve_stem(source);
-    out.sort_into(&blocks_staging, &ms::blocks(), source.index)
-        .await?;
     // Series-ordered staging goes straight to the table file; otherwise through a sort.
     let sorted = !derived.curve_staging.needs_sort();
     let target = if sorted {
@@ -348,23 +346,39 @@ async fn derive(
         frag: out.table_file("pool_frag", source.index)?,
         owner_peaks: out.table_file("owner_live_peaks", source.index)?,
     };
-    let rows = crate::curve::finish(
-        derived.curve_staging,
-        &source.name,
-        &derived.held_shadow_rows,
-        &crate::steps::StepIndex::new(&derived.steps),
-        &crate::curve::Outputs {
-            curve: files.curve.as_path(),
-            expansions: &files.expansions,
-            tiles: &files.tiles,
-            usage_tiles: &files.usage_tiles,
-            step_usage: &files.step_usage,
-            step_levels: &files.step_levels,
-            peaks: &files.peaks,
-            frag: &files.frag,
-            owner_peaks: &files.owner_peaks,
-        },
-    )?;
+    // The curve and the tables beside it are folded on a thread of their own while the blocks
+    // are sorted into place (both are a single pass of one core).
+    let crate::derive::Derived {
+        owner_totals,
+        oom,
+        mem_snapshots,
+        steps,
+        curve_staging,
+        held_shadow_rows,
+        ..
+    } = derived;
+    let folding = {
+        let (name, outputs) = (source.name.clone(), files.clone());
+        std::thread::spawn(move || {
+            let index = crate::steps::StepIndex::new(&steps);
+            let rows = crate::curve::finish(
+                curve_staging,
+                &name,
+                &held_shadow_rows,
+                &index,
+                &outputs.as_paths(),
+            );
+            (rows, steps)
+        })
+    };
+    let blocks = out
+        .sort_into(&blocks_staging, &ms::blocks(), source.index)
+        .await;
+    let (rows, steps) = folding
+        .join()
+        .map_err(|_| MemqError::Query(format!("{}: the curve pass panicked", source.name)))?;
+    blocks?;
+    let rows = rows?;
     out.record("curve_peaks", &files.peaks, rows.peaks);
     out.record("step_levels", &files.step_levels, rows.step_levels);
     out.record("pool_frag", &files.frag, rows.frag);
@@ -386,12 +400,12 @@ async fn derive(
         source.index,
         &[
             (&ms::event_counts(), &event_counts),
-            (&ms::owner_totals(), &derived.owner_totals),
-            (&ms::oom(), &derived.oom),
-            (&ms::mem_snapshots(), &derived.mem_snapshots),
+            (&ms::owner_totals(), &owner_totals),
+            (&ms::oom(), &oom),
+            (&ms::mem_snapshots(), &mem_snapshots),
             (
                 &ms::steps(),
-                &crate::steps::steps_batch(&source.name, &derived.steps),
+                &crate::steps::steps_batch(&source.name, &steps),
             ),
         ],
     )
