@@ -15,6 +15,7 @@
 //! [`fingerprint`] (the memq version and every analysis's SQL), and a memq whose library
 //! differs plans the views instead. `memq ingest --append` computes them again over every source.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -94,35 +95,59 @@ async fn register_one(ctx: &SessionContext, dataset: &Path, view: &Analysis) -> 
 pub type Outcome = (String, Result<TableEntry>);
 
 /// The stored views of `analyses` worth computing over the dataset `manifest` describes, each
-/// after the views it reads: those that read (directly or through other views) a table with
-/// rows. The rest would plan a long query for no rows (the OOM views of a snapshot-only
-/// dataset): they are left to be planned if ever asked.
+/// after the stored views it reads: those that read (directly or through other views) a table
+/// with rows. The rest would plan a long query for no rows (the OOM views of a snapshot-only
+/// dataset): they are left to be planned if ever asked. Only the stored views and the views
+/// they read are parsed (parsing the whole library costs more than a small ingest).
 pub fn wanted<'a>(analyses: &'a [Analysis], manifest: &Manifest) -> Result<Vec<&'a Analysis>> {
-    let order = library::topological(analyses).map_err(MemqError::Query)?;
     let mut names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
     names.extend(manifest.tables.iter().map(|t| t.name.as_str()));
-    let filled = |t: &str| manifest.tables.iter().any(|e| e.name == t && e.rows > 0);
-    let mut wanted = Vec::new();
-    for a in order.into_iter().filter(|a| a.stored) {
-        let (mut todo, mut seen) = (vec![a], Vec::new());
-        let mut has_rows = false;
+    let view = |name: &str| analyses.iter().find(|a| a.name == name);
+    // What each stored view and each view they read names.
+    let mut reads: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut todo: Vec<&Analysis> = analyses.iter().filter(|a| a.stored).collect();
+    while let Some(a) = todo.pop() {
+        if !reads.contains_key(a.name.as_str()) {
+            let deps = library::dependencies(a, &names)?;
+            todo.extend(deps.iter().filter_map(|d| view(d)));
+            reads.insert(&a.name, deps);
+        }
+    }
+    // Everything a view reads, through the views it reads.
+    let closure = |a: &'a Analysis| {
+        let (mut todo, mut seen) = (vec![a.name.as_str()], Vec::<&str>::new());
         while let Some(next) = todo.pop() {
-            if seen.contains(&next.name.as_str()) {
-                continue;
-            }
-            seen.push(next.name.as_str());
-            for dep in library::dependencies(next, &names)? {
-                match analyses.iter().find(|b| b.name == dep) {
-                    Some(view) => todo.push(view),
-                    None => has_rows |= filled(&dep),
+            for dep in reads.get(next).into_iter().flatten() {
+                if !seen.contains(&dep.as_str()) {
+                    seen.push(dep);
+                    todo.push(dep);
                 }
             }
         }
-        if has_rows {
-            wanted.push(a);
-        }
+        seen
+    };
+    let filled = |t: &str| manifest.tables.iter().any(|e| e.name == t && e.rows > 0);
+    let mut pending: Vec<(&Analysis, Vec<&str>)> = analyses
+        .iter()
+        .filter(|a| a.stored)
+        .map(|a| (a, closure(a)))
+        .filter(|(_, read)| read.iter().any(|t| view(t).is_none() && filled(t)))
+        .collect();
+    // Each after the stored views it reads (the library has no cycle: a test checks it).
+    let mut order: Vec<&Analysis> = Vec::new();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|(_, read)| {
+            read.iter()
+                .all(|r| !pending.iter().any(|(p, _)| p.name == *r))
+        });
+        let Some(i) = ready else {
+            return Err(MemqError::Query(
+                "the stored views read each other in a cycle".into(),
+            ));
+        };
+        order.push(pending.remove(i).0);
     }
-    Ok(wanted)
+    Ok(order)
 }
 
 /// Computes `views` (from [`wanted`]) over the engine's dataset (a dataset being built) and
@@ -177,4 +202,65 @@ async fn store_one(engine: &Engine, view: &Analysis) -> Result<TableEntry> {
         rows,
         files: vec![format!("{name}/{FILE}")],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(tables: &[(&str, u64)]) -> Manifest {
+        Manifest {
+            schema_version: 1,
+            memq_version: "x".into(),
+            created_unix: 0,
+            sources: Vec::new(),
+            tables: tables
+                .iter()
+                .map(|(name, rows)| TableEntry {
+                    name: name.to_string(),
+                    rows: *rows,
+                    files: Vec::new(),
+                })
+                .collect(),
+            options: Default::default(),
+            stored: Vec::new(),
+            library: None,
+        }
+    }
+
+    #[test]
+    fn stored_views_come_after_those_they_read_and_need_rows() {
+        let parse = |path: &str, text: &str| library::parse(path, text).unwrap();
+        let all = vec![
+            parse(
+                "x/findings.sql",
+                "-- findings: f\n-- @stored\nSELECT * FROM events_v JOIN steps USING (k)",
+            ),
+            parse(
+                "x/events_v.sql",
+                "-- events_v: e\n-- @stored\nSELECT * FROM helper",
+            ),
+            parse("x/helper.sql", "-- helper: h\nSELECT * FROM oom"),
+            parse("x/other.sql", "-- other: o\nSELECT * FROM oom"),
+        ];
+        let names = |m: &Manifest| -> Vec<String> {
+            wanted(&all, m)
+                .unwrap()
+                .iter()
+                .map(|a| a.name.clone())
+                .collect()
+        };
+        assert_eq!(
+            names(&manifest(&[("oom", 3), ("steps", 0)])),
+            ["events_v", "findings"]
+        );
+        // rows only in a table that one of them reads: that one alone
+        assert_eq!(names(&manifest(&[("oom", 0), ("steps", 2)])), ["findings"]);
+        assert!(names(&manifest(&[("oom", 0), ("steps", 0)])).is_empty());
+        // any change of the library's SQL gives another fingerprint
+        let mut changed = all.clone();
+        changed[2].body.push(' ');
+        assert_ne!(fingerprint(&all), fingerprint(&changed));
+        assert_eq!(fingerprint(&all), fingerprint(&all.clone()));
+    }
 }
