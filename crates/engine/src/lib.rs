@@ -139,13 +139,18 @@ impl Engine {
     }
 }
 
+/// The URL of a table's folder in a dataset, for a listing table of every file in it.
+fn folder_url(dir: &Path) -> Result<ListingTableUrl> {
+    Ok(ListingTableUrl::parse(format!(
+        "{}/",
+        dir.canonicalize().unwrap_or(dir.to_path_buf()).display()
+    ))?)
+}
+
 async fn register_table(ctx: &SessionContext, dataset: &Path, def: &TableDef) -> Result<()> {
     let dir = dataset.join(def.name);
     std::fs::create_dir_all(&dir).ok();
-    let url = ListingTableUrl::parse(format!(
-        "{}/",
-        dir.canonicalize().unwrap_or(dir.clone()).display()
-    ))?;
+    let url = folder_url(&dir)?;
     let order: Vec<SortExpr> = def
         .sort_order
         .iter()

@@ -22,9 +22,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{
-    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
-};
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use memq_core::dataset::{Manifest, ParquetSink, TableEntry};
@@ -73,20 +71,14 @@ pub(crate) async fn register(
 }
 
 async fn register_one(ctx: &SessionContext, dataset: &Path, view: &Analysis) -> Result<()> {
-    let dir = dataset.join(&view.name);
-    let url = ListingTableUrl::parse(format!(
-        "{}/",
-        dir.canonicalize().unwrap_or(dir.clone()).display()
-    ))?;
-    // The file's columns with the units it keeps in their metadata (written by `store_one`),
-    // and those of the view's `@column` lines.
+    let url = crate::folder_url(&dataset.join(&view.name))?;
+    // The file's columns with the units `store_one` kept in their metadata.
     let format = ParquetFormat::default().with_skip_metadata(false);
     let options = ListingOptions::new(Arc::new(format)).with_file_extension(".parquet");
     let schema = options.infer_schema(&ctx.state(), &url).await?;
-    let units: Vec<_> = view.columns.iter().map(|c| c.unit).collect();
     let config = ListingTableConfig::new(url)
         .with_listing_options(options)
-        .with_schema(crate::units::annotate(&schema, &units));
+        .with_schema(schema);
     ctx.register_table(&view.name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }

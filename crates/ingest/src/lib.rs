@@ -212,20 +212,17 @@ async fn store_views(
         eprintln!("memq: warning: {what} not stored with the dataset ({e}); queries compute it");
     };
     let analyses = library::analyses(&catalog.sql_files());
-    let views = match stored::wanted(&analyses, &manifest) {
-        Ok(views) if views.is_empty() => return manifest,
-        Ok(views) => views,
-        Err(e) => {
-            warn("the stored views were", &e);
-            return manifest;
+    let opened = async {
+        let views = stored::wanted(&analyses, &manifest)?;
+        if views.is_empty() {
+            return Ok(None);
         }
+        builder.write_manifest(&manifest)?;
+        Ok::<_, MemqError>(Some((Engine::open(builder.root(), catalog).await?, views)))
     };
-    let opened = match builder.write_manifest(&manifest) {
-        Ok(()) => Engine::open(builder.root(), catalog).await,
-        Err(e) => Err(e),
-    };
-    let engine = match opened {
-        Ok(engine) => engine,
+    let (engine, views) = match opened.await {
+        Ok(Some(found)) => found,
+        Ok(None) => return manifest,
         Err(e) => {
             warn("the stored views were", &e);
             return manifest;

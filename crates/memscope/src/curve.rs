@@ -405,13 +405,6 @@ pub struct Outputs<P> {
     pub owner_peaks: P,
 }
 
-/// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
-/// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
-/// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
-/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag`
-/// ([`crate::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
-/// output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a
-/// staging file the caller sorts into place. Returns the rows of each.
 impl Outputs<std::path::PathBuf> {
     pub fn as_paths(&self) -> Outputs<&Path> {
         Outputs {
@@ -428,6 +421,13 @@ impl Outputs<std::path::PathBuf> {
     }
 }
 
+/// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
+/// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
+/// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
+/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag`
+/// ([`crate::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
+/// output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a
+/// staging file the caller sorts into place. Returns the rows of each.
 pub fn finish(
     staged: CurveFiles,
     source: &str,
