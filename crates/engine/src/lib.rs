@@ -113,7 +113,7 @@ impl Engine {
         }
         functions::register_all(&ctx, catalog)?;
         register_library(&ctx, &analyses)?;
-        stored::register(&ctx, dataset, &manifest, &analyses).await?;
+        stored::register(&ctx, dataset, &manifest, &analyses).await;
         Ok(Engine {
             ctx,
             dataset: dataset.to_path_buf(),

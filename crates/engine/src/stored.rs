@@ -58,16 +58,17 @@ pub(crate) async fn register(
     dataset: &Path,
     manifest: &Manifest,
     analyses: &[Analysis],
-) -> Result<()> {
+) {
     if manifest.stored.is_empty() || manifest.library.as_deref() != Some(&fingerprint(analyses)) {
-        return Ok(());
+        return;
     }
     for name in &manifest.stored {
         if let Some(view) = analyses.iter().find(|a| a.stored && &a.name == name) {
-            register_one(ctx, dataset, view).await?;
+            // A stored file that cannot be read (removed by hand) leaves the view to be planned:
+            // its answer comes from the tables all the same.
+            let _ = register_one(ctx, dataset, view).await;
         }
     }
-    Ok(())
 }
 
 async fn register_one(ctx: &SessionContext, dataset: &Path, view: &Analysis) -> Result<()> {
