@@ -6,6 +6,8 @@
 //! - [`dataset`]: the on-disk dataset — manifest, Parquet writers, atomic commit.
 //! - [`rejects`]: the `rejects` and `sources` tables every format shares.
 //! - [`function`]: a small frame for scalar SQL functions over whole arrays.
+//! - [`fnv1a`]: the hash of the names memq derives from contents (cache folders, library
+//!   fingerprints).
 
 pub mod catalog;
 pub mod dataset;
@@ -13,3 +15,15 @@ pub mod error;
 pub mod format;
 pub mod function;
 pub mod rejects;
+
+/// FNV-1a, 64 bit: a hash that is stable across builds and platforms, for names and
+/// fingerprints that must not change when memq is rebuilt (the cache folder of a set of inputs,
+/// the fingerprint of the SQL library).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}

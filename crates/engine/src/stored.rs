@@ -34,22 +34,17 @@ use crate::Engine;
 /// The file of a stored view inside its folder.
 const FILE: &str = "0000.parquet";
 
-/// The fingerprint of a library: FNV-1a (64 bits) of the memq version and of each analysis's
-/// path and SQL, in hex. Any change of the library's text gives another.
+/// The fingerprint of a library: FNV-1a of the memq version and of each analysis's path and
+/// SQL, in hex. Any change of the library's text gives another.
 pub fn fingerprint(analyses: &[Analysis]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes.iter().chain([0u8].iter()) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    eat(env!("CARGO_PKG_VERSION").as_bytes());
+    let mut text = String::from(env!("CARGO_PKG_VERSION"));
     for a in analyses {
-        eat(a.path.as_bytes());
-        eat(a.body.as_bytes());
+        for part in [&a.path, &a.body] {
+            text.push('\0');
+            text.push_str(part);
+        }
     }
-    format!("{h:016x}")
+    format!("{:016x}", memq_core::fnv1a(text.as_bytes()))
 }
 
 /// Registers in `ctx` the stored views `manifest` lists, when this library computed them.

@@ -38,17 +38,6 @@ pub fn state_dir() -> PathBuf {
     xdg("XDG_STATE_HOME", ".local/state").join("memq")
 }
 
-/// FNV-1a, 64 bit: a hash that is stable across builds (the cache key must not change when memq
-/// is rebuilt).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 fn absolute(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| {
         std::env::current_dir()
@@ -82,8 +71,10 @@ pub fn dataset_path(root: &Path, inputs: &[PathBuf]) -> PathBuf {
         })
         .take(40)
         .collect();
-    root.join("datasets")
-        .join(format!("{stem}-{:016x}.memq", fnv1a(key.as_bytes())))
+    root.join("datasets").join(format!(
+        "{stem}-{:016x}.memq",
+        memq_core::fnv1a(key.as_bytes())
+    ))
 }
 
 /// (absolute path, size, mtime in ns) of one source file.
