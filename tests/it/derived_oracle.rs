@@ -18,22 +18,21 @@ use crate::common::{fixture, fixture_root, int, rows, shared_engine, shared_fixt
 /// The oracle views, registered under their own names on `engine`'s session.
 async fn register_oracle(engine: &memq_engine::Engine) {
     let dir = fixture_root().join("tests/oracle/sql");
-    let fates = std::fs::read_to_string(dir.join("block_fates.sql")).unwrap();
-    let curve = std::fs::read_to_string(dir.join("curve.sql"))
-        .unwrap()
-        .replace("FROM block_fates", "FROM oracle_block_fates");
+    let read = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("tests/oracle/sql/{file}: {e}"))
+    };
+    let fates = read("block_fates.sql");
+    let curve = read("curve.sql").replace("FROM block_fates", "FROM oracle_block_fates");
     // The oracle reads the pairing columns of `blocks` only; its own fate columns replace ours.
     let fates = fates.replace("FROM blocks b", "FROM (SELECT source, pid, device, device_index, pool, ptr, size, owner, allocation_id, alloc_id, alloc_ts, alloc_row, free_id, free_ts, free_row, free_kind, stock, stack_py FROM blocks) b");
-    let owner_peaks = std::fs::read_to_string(dir.join("owner_peaks.sql"))
-        .unwrap()
-        .replace("FROM blocks\n", "FROM oracle_block_fates\n");
-    let counts = std::fs::read_to_string(dir.join("event_counts.sql")).unwrap();
+    let owner_peaks = read("owner_peaks.sql").replace("FROM blocks\n", "FROM oracle_block_fates\n");
+    let counts = read("event_counts.sql");
     // The table functions as they were before their rewrite (a GROUP BY joined back instead
     // of windows over whole series; curve_buckets folds the five metrics in one pass), with
     // the arguments the checks use.
     let args = |file: &str, from: &str, to: &str| {
-        std::fs::read_to_string(dir.join(file))
-            .unwrap()
+        read(file)
             .replace(from, to)
             .replace("$pool", "CAST(NULL AS VARCHAR)")
     };
@@ -41,11 +40,10 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     let curve_buckets = args("curve_buckets.sql", "$n", "7");
     let curve_buckets_240 = args("curve_buckets.sql", "$n", "240");
     let curve_buckets_13 = args("curve_buckets.sql", "$n", "13");
-    let peaks = std::fs::read_to_string(dir.join("peaks.sql")).unwrap();
-    let step_usage = std::fs::read_to_string(dir.join("step_usage.sql")).unwrap();
+    let peaks = read("peaks.sql");
+    let step_usage = read("step_usage.sql");
     // step_peaks as it was: its intervals from the oracle, its pools from every curve series
-    let step_peaks = std::fs::read_to_string(dir.join("step_peaks.sql"))
-        .unwrap()
+    let step_peaks = read("step_peaks.sql")
         .replace("FROM step_usage", "FROM oracle_step_usage")
         .replace(
             "SELECT DISTINCT source, pid, device, pool\n    FROM intervals",
@@ -58,23 +56,22 @@ async fn register_oracle(engine: &memq_engine::Engine) {
     );
     let trend = args("trend.sql", "$buckets", "7");
     let trend_13 = args("trend.sql", "$buckets", "13");
-    let fragmentation = std::fs::read_to_string(dir.join("fragmentation.sql")).unwrap();
-    let expansions = std::fs::read_to_string(dir.join("pool_expansions.sql")).unwrap();
+    let fragmentation = read("fragmentation.sql");
+    let expansions = read("pool_expansions.sql");
     // oom_events and oom_findings as they were before their rewrite in fewer layers (5 + 5
     // windows; the planning was most of their time)
-    let oom_events = std::fs::read_to_string(dir.join("oom_events.sql")).unwrap();
-    let oom_findings = std::fs::read_to_string(dir.join("oom_findings.sql"))
-        .unwrap()
-        .replace("FROM oom_events\n", "FROM oracle_oom_events\n");
+    let oom_events = read("oom_events.sql");
+    let oom_findings =
+        read("oom_findings.sql").replace("FROM oom_events\n", "FROM oracle_oom_events\n");
     assert!(oom_findings.contains("FROM oracle_oom_events"));
     // stage_memory as it was before its windows and joins were cut down (2 s at 1 M events)
-    let stage_memory = std::fs::read_to_string(dir.join("stage_memory.sql")).unwrap();
+    let stage_memory = read("stage_memory.sql");
     // wasted_memory before its accesses were windowed per process (one partition per
     // allocation made the window 300 ms at 1 M events) and its blocks read once
-    let wasted_memory = std::fs::read_to_string(dir.join("wasted_memory.sql")).unwrap();
+    let wasted_memory = read("wasted_memory.sql");
     // step_leaks before its blocks were joined to their steps once (the origins' totals were a
     // second pass over the same joins)
-    let step_leaks = std::fs::read_to_string(dir.join("step_leaks.sql")).unwrap();
+    let step_leaks = read("step_leaks.sql");
     for (name, sql) in [
         ("oracle_step_leaks", step_leaks),
         ("oracle_wasted_memory", wasted_memory),

@@ -86,7 +86,7 @@ pub type Outcome = (String, Result<TableEntry>);
 /// after the stored views it reads: those that read (directly or through other views) a table
 /// with rows. The rest would plan a long query for no rows (the OOM views of a snapshot-only
 /// dataset): they are left to be planned if ever asked. Only the stored views and the views
-/// they read are parsed (parsing the whole library costs more than a small ingest).
+/// they read are parsed, not the whole library (which costs more than a small ingest).
 pub fn wanted<'a>(analyses: &'a [Analysis], manifest: &Manifest) -> Result<Vec<&'a Analysis>> {
     let mut names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
     names.extend(manifest.tables.iter().map(|t| t.name.as_str()));
@@ -102,40 +102,38 @@ pub fn wanted<'a>(analyses: &'a [Analysis], manifest: &Manifest) -> Result<Vec<&
         }
     }
     // Everything a view reads, through the views it reads.
-    let closure = |a: &'a Analysis| {
-        let (mut todo, mut seen) = (vec![a.name.as_str()], Vec::<&str>::new());
+    let closure = |name: &str| {
+        let (mut todo, mut seen) = (
+            reads.get(name).into_iter().flatten().collect::<Vec<_>>(),
+            Vec::<&str>::new(),
+        );
         while let Some(next) = todo.pop() {
-            for dep in reads.get(next).into_iter().flatten() {
-                if !seen.contains(&dep.as_str()) {
-                    seen.push(dep);
-                    todo.push(dep);
-                }
+            if !seen.contains(&next.as_str()) {
+                seen.push(next);
+                todo.extend(reads.get(next.as_str()).into_iter().flatten());
             }
         }
         seen
     };
     let filled = |t: &str| manifest.tables.iter().any(|e| e.name == t && e.rows > 0);
-    let mut pending: Vec<(&Analysis, Vec<&str>)> = analyses
+    let keep = |a: &Analysis| {
+        a.stored
+            && closure(&a.name)
+                .iter()
+                .any(|t| view(t).is_none() && filled(t))
+    };
+    // Each after the stored views it reads: the library's order of those views alone.
+    let read: Vec<Analysis> = analyses
         .iter()
-        .filter(|a| a.stored)
-        .map(|a| (a, closure(a)))
-        .filter(|(_, read)| read.iter().any(|t| view(t).is_none() && filled(t)))
+        .filter(|a| reads.contains_key(a.name.as_str()))
+        .cloned()
         .collect();
-    // Each after the stored views it reads (the library has no cycle: a test checks it).
-    let mut order: Vec<&Analysis> = Vec::new();
-    while !pending.is_empty() {
-        let ready = pending.iter().position(|(_, read)| {
-            read.iter()
-                .all(|r| !pending.iter().any(|(p, _)| p.name == *r))
-        });
-        let Some(i) = ready else {
-            return Err(MemqError::Query(
-                "the stored views read each other in a cycle".into(),
-            ));
-        };
-        order.push(pending.remove(i).0);
-    }
-    Ok(order)
+    let order = library::topological(&read).map_err(MemqError::Query)?;
+    Ok(order
+        .into_iter()
+        .filter(|a| keep(a))
+        .filter_map(|a| view(&a.name))
+        .collect())
 }
 
 /// Computes `views` (from [`wanted`]) over the engine's dataset (a dataset being built) and

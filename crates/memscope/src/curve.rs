@@ -30,7 +30,9 @@ use memq_core::dataset::{table_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
 use crate::schema;
-use crate::series::{opt, order_key, series_order, ByName, Series, SeriesMap, StagingCols};
+use crate::series::{
+    named_columns, opt, order_key, series_order, ByName, Series, SeriesMap, StagingCols,
+};
 use crate::steps::StepIndex;
 use crate::tiles::Ranges;
 
@@ -607,31 +609,23 @@ fn place_in_steps(c: &StagingCols, steps: &StepIndex) -> (UInt32Array, Int64Arra
 fn owner_peaks(owners: &Sums, source: &str, out: &Path) -> Result<u64> {
     let mut rows: Vec<_> = owners
         .iter()
-        .filter_map(|(name, e)| e.value.peak.map(|p| (e, name, p)))
+        .filter(|(_, e)| e.value.peak.is_some())
         .collect();
     rows.sort_by(|a, b| {
-        (order_key(a.0.pid, &a.0.device, &a.0.pool), a.1)
-            .cmp(&(order_key(b.0.pid, &b.0.device, &b.0.pool), b.1))
+        (order_key(a.1.pid, &a.1.device, &a.1.pool), a.0)
+            .cmp(&(order_key(b.1.pid, &b.1.device, &b.1.pool), b.0))
     });
     let def = schema::owner_live_peaks();
     let mut sink = ParquetSink::create_with(out, def.schema(), table_properties(&def))?;
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![source; rows.len()])),
-        Arc::new(rows.iter().map(|r| r.0.pid).collect::<Int64Array>()),
+    let peak = |f: fn((i64, Option<i64>)) -> Option<i64>| -> ArrayRef {
         Arc::new(
             rows.iter()
-                .map(|r| Some(r.0.device.as_str()))
-                .collect::<StringArray>(),
-        ),
-        Arc::new(
-            rows.iter()
-                .map(|r| Some(r.0.pool.as_str()))
-                .collect::<StringArray>(),
-        ),
-        Arc::new(rows.iter().map(|r| Some(r.1)).collect::<StringArray>()),
-        Arc::new(rows.iter().map(|r| Some(r.2 .0)).collect::<Int64Array>()),
-        Arc::new(rows.iter().map(|r| r.2 .1).collect::<Int64Array>()),
-    ];
+                .map(|r| r.1.value.peak.and_then(f))
+                .collect::<Int64Array>(),
+        )
+    };
+    let mut columns = named_columns(source, &rows);
+    columns.extend([peak(|p| Some(p.0)), peak(|p| p.1)]);
     sink.write(&RecordBatch::try_new(def.schema(), columns)?)?;
     sink.close()
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int32Builder, Int64Array,
-    Int64Builder, StringArray, StringBuilder, UInt64Builder,
+    Int64Builder, StringBuilder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -17,7 +17,7 @@ use crate::attr;
 use crate::curve::{CurveRow, CurveStaging};
 use crate::fates::{Fate, Fates, Marker};
 use crate::schema;
-use crate::series::{ByName, Named};
+use crate::series::{named_columns, ByName};
 use crate::steps::StepMarkers;
 use memq_core::error::Result;
 
@@ -552,26 +552,24 @@ impl OwnerTotals {
             });
     }
 
+    /// The table's rows, in no particular order (written through a sort, as `oom` is).
     fn finish(self, source: &str) -> RecordBatch {
-        let rows: Vec<(&str, &Named<OwnerSum>)> = self.0.iter().collect();
-        let text = |f: &dyn Fn(&(&str, &Named<OwnerSum>)) -> String| -> ArrayRef {
-            Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
+        let rows: Vec<_> = self.0.iter().collect();
+        let int = |f: fn(&OwnerSum) -> i64| -> ArrayRef {
+            Arc::new(
+                rows.iter()
+                    .map(|r| Some(f(&r.1.value)))
+                    .collect::<Int64Array>(),
+            )
         };
-        let int = |f: &dyn Fn(&Named<OwnerSum>) -> Option<i64>| -> ArrayRef {
-            Arc::new(rows.iter().map(|r| f(r.1)).collect::<Int64Array>())
-        };
-        schema::owner_totals()
-            .batch(vec![
-                ("source", text(&|_| source.to_string())),
-                ("pid", int(&|e| e.pid)),
-                ("device", text(&|r| r.1.device.clone())),
-                ("pool", text(&|r| r.1.pool.clone())),
-                ("owner", text(&|r| r.0.to_string())),
-                ("total_bytes", int(&|e| Some(e.value.total_bytes))),
-                ("blocks", int(&|e| Some(e.value.blocks))),
-                ("end_bytes", int(&|e| Some(e.value.end_bytes))),
-            ])
-            .expect("every owner_totals column is given once")
+        let mut columns = named_columns(source, &rows);
+        columns.extend([
+            int(|s| s.total_bytes),
+            int(|s| s.blocks),
+            int(|s| s.end_bytes),
+        ]);
+        RecordBatch::try_new(schema::owner_totals().schema(), columns)
+            .expect("the owner_totals columns in the table's order")
     }
 }
 

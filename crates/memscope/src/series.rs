@@ -5,8 +5,10 @@
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
+use std::sync::Arc;
+
 use datafusion::arrow::array::{
-    Array, AsArray, BooleanArray, Int64Array, PrimitiveArray, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, PrimitiveArray, StringArray,
 };
 use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -75,6 +77,20 @@ impl<T> ByName<T> {
             .iter()
             .flat_map(|(name, list)| list.iter().map(move |e| (name.as_str(), e)))
     }
+}
+
+/// The key columns of a table of values by series and name (`owner_live_peaks`,
+/// `owner_totals`): source, pid, device, pool and the name of each of `rows`.
+pub fn named_columns<T>(source: &str, rows: &[(&str, &Named<T>)]) -> Vec<ArrayRef> {
+    let device = rows.iter().map(|r| Some(r.1.device.as_str()));
+    let pool = rows.iter().map(|r| Some(r.1.pool.as_str()));
+    vec![
+        Arc::new(StringArray::from(vec![source; rows.len()])),
+        Arc::new(rows.iter().map(|r| r.1.pid).collect::<Int64Array>()),
+        Arc::new(device.collect::<StringArray>()),
+        Arc::new(pool.collect::<StringArray>()),
+        Arc::new(rows.iter().map(|r| Some(r.0)).collect::<StringArray>()),
+    ]
 }
 
 /// The tables' order of series: pid (NULLs last), device, pool.
