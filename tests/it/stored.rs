@@ -127,3 +127,48 @@ async fn a_dataset_without_their_inputs_stores_no_views() {
         0
     );
 }
+
+#[tokio::test]
+async fn the_facts_of_the_argument_checks_are_read_from_the_manifest() {
+    let ing = ingest_temp(&[g3_run()]).await.unwrap();
+    let facts = &ing.report.manifest.facts;
+    // Every fact query answers on a memscope dataset (the snapshot ones with no rows).
+    assert_eq!(facts.len(), 7, "{facts:?}");
+    let engine = Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
+    // What ingest kept is what the queries answer over the finished dataset.
+    assert_eq!(
+        &memq_engine::calls::Facts::compute(&engine.ctx).await,
+        facts
+    );
+    let pools = common::cells(
+        &engine
+            .query("SELECT DISTINCT pool FROM curve ORDER BY 1")
+            .await
+            .unwrap(),
+    )
+    .concat();
+    let trend = "SELECT COUNT(*) FROM trend(20, 'PTA')";
+    assert!(pools.iter().any(|p| p == "PTA"), "{pools:?}");
+    assert!(common::int(&engine, trend).await > 0);
+
+    // The check reads the manifest's pools, not the tables: one made up there is the only one.
+    let pools_fact = facts
+        .keys()
+        .find(|k| k.contains("AS pool"))
+        .unwrap()
+        .clone();
+    rewrite_manifest(&ing.dataset, |m| {
+        m.facts.insert(
+            pools_fact,
+            vec![vec![memq_core::dataset::FactValue::Text("XYZ".into())]],
+        );
+    });
+    let engine = Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
+    let e = engine.query(trend).await.unwrap_err().to_string();
+    assert!(e.contains("unknown pool 'PTA'") && e.contains("XYZ"), "{e}");
+
+    // Written by another library: the facts are read from the tables again.
+    rewrite_manifest(&ing.dataset, |m| m.library = Some("another library".into()));
+    let engine = Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
+    assert!(common::int(&engine, trend).await > 0);
+}

@@ -2,6 +2,7 @@
 //! table (README.md, "Dataset and tables"). A dataset is built in a temporary sibling folder and renamed into place
 //! when complete, so an interrupted run never leaves a half dataset that looks whole.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -79,6 +80,20 @@ pub struct Manifest {
     /// the views instead of reading them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// What the engine's fact queries answered over the dataset (its time range, pools,
+    /// steps…, which the argument checks read; crates/engine/src/calls.rs): each query's text
+    /// and its rows, computed with the stored views and read only by the same library.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<String, Vec<Vec<FactValue>>>,
+}
+
+/// A value of a fact query's row (`Manifest::facts`): what those queries answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum FactValue {
+    Int(i64),
+    Text(String),
+    Null,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

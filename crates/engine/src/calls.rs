@@ -16,7 +16,7 @@
 //! planned when it is scanned (asynchronously, where the queries can run); the others are plain
 //! views, inlined into the statement's plan.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -37,6 +37,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::{SessionConfig, SessionContext};
+use memq_core::dataset::FactValue;
 use parking_lot::Mutex;
 
 use crate::library::{self, Analysis};
@@ -87,14 +88,78 @@ impl Steps {
     }
 }
 
+/// Every fact query.
+const QUERIES: [&str; 7] = [
+    EVENTS_RANGE,
+    TRACES_RANGE,
+    POOLS,
+    SNAPSHOTS,
+    CAPTURES,
+    SNAP_DEVICES,
+    STEPS,
+];
+
 /// Facts of the dataset the argument checks and the table view need, each read once per
-/// session (the dataset does not change under an open session).
+/// session (the dataset does not change under an open session), or once per dataset: `memq
+/// ingest` keeps their rows in the manifest ([`Facts::compute`]) and an engine opening the
+/// dataset starts from them ([`Facts::seeded`]), so a checked call runs no query of its own
+/// (each is a Parquet read and a plan, ~5 ms of a 20–80 ms process).
 #[derive(Debug, Default)]
 pub struct Facts {
     rows: Mutex<HashMap<&'static str, Arc<Vec<Vec<ScalarValue>>>>>,
 }
 
 impl Facts {
+    /// The facts of a manifest (`Manifest::facts`), for the queries that are still memq's.
+    pub fn seeded(stored: &BTreeMap<String, Vec<Vec<FactValue>>>) -> Facts {
+        let scalar = |v: &FactValue| match v {
+            FactValue::Int(i) => ScalarValue::Int64(Some(*i)),
+            FactValue::Text(s) => ScalarValue::Utf8(Some(s.clone())),
+            FactValue::Null => ScalarValue::Null,
+        };
+        let rows = QUERIES
+            .iter()
+            .filter_map(|&sql| {
+                let rows = stored.get(sql)?;
+                let rows = rows.iter().map(|r| r.iter().map(scalar).collect());
+                Some((sql, Arc::new(rows.collect())))
+            })
+            .collect();
+        Facts {
+            rows: Mutex::new(rows),
+        }
+    }
+
+    /// Every fact query answered over `ctx`'s dataset, for its manifest: those that fail (a
+    /// table the dataset lacks) or give a value other than an integer or a text are left out
+    /// (a query asks again).
+    pub async fn compute(ctx: &SessionContext) -> BTreeMap<String, Vec<Vec<FactValue>>> {
+        let value = |v: &ScalarValue| match v {
+            v if v.is_null() => Some(FactValue::Null),
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)) => Some(FactValue::Text(s.clone())),
+            v if v.data_type().is_integer() => match v.cast_to(&DataType::Int64) {
+                Ok(ScalarValue::Int64(Some(i))) => Some(FactValue::Int(i)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let facts = Facts::default();
+        let mut out = BTreeMap::new();
+        for sql in QUERIES {
+            let Some(rows) = facts.rows(ctx, sql).await else {
+                continue;
+            };
+            let rows: Option<Vec<Vec<FactValue>>> =
+                rows.iter().map(|r| r.iter().map(value).collect()).collect();
+            if let Some(rows) = rows {
+                out.insert(sql.to_string(), rows);
+            }
+        }
+        out
+    }
+
     /// The session's facts (a config extension; a session without one gets a fresh one each
     /// time, so nothing is kept).
     pub fn of(config: &SessionConfig) -> Arc<Facts> {

@@ -86,11 +86,19 @@ impl Engine {
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::new(pool))
             .build_arc()?;
+        let analyses = library::analyses(&catalog.sql_files());
+        // What the library that built the dataset stored with it is read only by the same
+        // library (stored.rs).
+        let same_library = manifest.library.as_deref() == Some(&stored::fingerprint(&analyses));
+        let facts = match same_library {
+            true => calls::Facts::seeded(&manifest.facts),
+            false => calls::Facts::default(),
+        };
         let mut config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("memq", "main")
             // Facts the argument checks and the table view read once (calls.rs).
-            .with_extension(Arc::new(calls::Facts::default()));
+            .with_extension(Arc::new(facts));
         // The tables are stored in their declared order (curve: by series, then time): keep that
         // order through repartitioning instead of sorting again for each window or aggregate.
         config.options_mut().optimizer.prefer_existing_sort = true;
@@ -102,7 +110,6 @@ impl Engine {
             .with_query_planner(Arc::new(calls::InliningPlanner))
             .build();
         let ctx = SessionContext::new_with_state(state).enable_url_table();
-        let analyses = library::analyses(&catalog.sql_files());
         let schema = Arc::new(lazy::LibrarySchema::new(&analyses));
         schema.bind(ctx.state_weak_ref());
         ctx.catalog("memq")
@@ -113,7 +120,9 @@ impl Engine {
         }
         functions::register_all(&ctx, catalog)?;
         register_library(&ctx, &analyses)?;
-        stored::register(&ctx, dataset, &manifest, &analyses).await;
+        if same_library {
+            stored::register(&ctx, dataset, &manifest, &analyses).await;
+        }
         Ok(Engine {
             ctx,
             dataset: dataset.to_path_buf(),

@@ -47,16 +47,13 @@ pub fn fingerprint(analyses: &[Analysis]) -> String {
     format!("{:016x}", memq_core::fnv1a(text.as_bytes()))
 }
 
-/// Registers in `ctx` the stored views `manifest` lists, when this library computed them.
+/// Registers in `ctx` the stored views `manifest` lists (computed by this library).
 pub(crate) async fn register(
     ctx: &SessionContext,
     dataset: &Path,
     manifest: &Manifest,
     analyses: &[Analysis],
 ) {
-    if manifest.stored.is_empty() || manifest.library.as_deref() != Some(&fingerprint(analyses)) {
-        return;
-    }
     for name in &manifest.stored {
         if let Some(view) = analyses.iter().find(|a| a.stored && &a.name == name) {
             // A stored file that cannot be read (removed by hand) leaves the view to be planned:
@@ -211,6 +208,7 @@ mod tests {
             options: Default::default(),
             stored: Vec::new(),
             library: None,
+            facts: Default::default(),
         }
     }
 

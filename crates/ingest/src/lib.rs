@@ -188,6 +188,7 @@ pub async fn ingest_sources(
         },
         stored: Vec::new(),
         library: None,
+        facts: Default::default(),
     };
     let manifest = store_views(&builder, manifest, catalog).await;
     let dataset = builder.commit(&manifest)?;
@@ -200,14 +201,15 @@ pub async fn ingest_sources(
 }
 
 /// The library's stored views (`-- @stored`) computed over the dataset being built, and
-/// listed in its manifest. A view that cannot be stored is reported and left to be planned
-/// by each query instead (crates/engine/src/stored.rs): the dataset is whole without it.
+/// listed in its manifest with the answers of the engine's fact queries (`Manifest::facts`).
+/// A view that cannot be stored is reported and left to be planned by each query instead
+/// (crates/engine/src/stored.rs): the dataset is whole without it.
 async fn store_views(
     builder: &DatasetBuilder,
     mut manifest: Manifest,
     catalog: &Catalog,
 ) -> Manifest {
-    use memq_engine::{library, stored, Engine};
+    use memq_engine::{calls, library, stored, Engine};
     let warn = |what: &str, e: &MemqError| {
         eprintln!("memq: warning: {what} not stored with the dataset ({e}); queries compute it");
     };
@@ -237,6 +239,7 @@ async fn store_views(
             Err(e) => warn(&format!("view {name} was"), &e),
         }
     }
+    manifest.facts = calls::Facts::compute(&engine.ctx).await;
     manifest.library = Some(stored::fingerprint(&analyses));
     manifest
 }
