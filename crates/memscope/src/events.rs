@@ -208,42 +208,85 @@ pub fn device_index(device: &str) -> Option<i32> {
     device.trim().parse::<i32>().ok()
 }
 
+/// The rows of a batch and the text bytes of each string column of `events` (in the order of
+/// [`EventsBuilder::texts`]): the size a builder is given for the next batch, so its columns
+/// are allocated once instead of doubled from empty, each doubling a copy into fresh pages
+/// (about a third of the page faults of an ingest: docs/performance.md).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BatchSizes {
+    rows: usize,
+    text: [usize; 12],
+}
+
 impl EventsBuilder {
     pub fn new(source: &str, ts_scale: i64) -> Self {
+        Self::with_sizes(source, ts_scale, BatchSizes::default())
+    }
+
+    /// A builder whose columns have room for a batch of `sizes`.
+    pub fn with_sizes(source: &str, ts_scale: i64, sizes: BatchSizes) -> Self {
+        let n = sizes.rows;
+        let text = |i: usize| StringBuilder::with_capacity(n, sizes.text[i]);
         EventsBuilder {
             source: source.to_string(),
             ts_scale,
-            source_b: StringBuilder::new(),
-            row_idx: UInt64Builder::new(),
-            line: UInt64Builder::new(),
-            id: Int64Builder::new(),
-            event: StringBuilder::new(),
-            event_type: StringBuilder::new(),
-            name: StringBuilder::new(),
-            ts: Int64Builder::new(),
-            ts_raw: Int64Builder::new(),
-            pid: Int64Builder::new(),
-            tid: Int64Builder::new(),
-            device: StringBuilder::new(),
-            device_index: Int32Builder::new(),
-            ptr: UInt64Builder::new(),
-            attr: StringBuilder::new(),
-            size: Int64Builder::new(),
-            total: Int64Builder::new(),
-            used: Int64Builder::new(),
-            process_used: Int64Builder::new(),
-            device_used: Int64Builder::new(),
-            allocation_id: Int64Builder::new(),
-            owner: StringBuilder::new(),
-            shadow: BooleanBuilder::new(),
-            alloc_type: StringBuilder::new(),
-            page_type: StringBuilder::new(),
-            inefficient: StringBuilder::new(),
-            module_id: Int32Builder::new(),
-            stack_py: StringBuilder::new(),
-            stack_c: StringBuilder::new(),
+            source_b: text(0),
+            row_idx: UInt64Builder::with_capacity(n),
+            line: UInt64Builder::with_capacity(n),
+            id: Int64Builder::with_capacity(n),
+            event: text(1),
+            event_type: text(2),
+            name: text(3),
+            ts: Int64Builder::with_capacity(n),
+            ts_raw: Int64Builder::with_capacity(n),
+            pid: Int64Builder::with_capacity(n),
+            tid: Int64Builder::with_capacity(n),
+            device: text(4),
+            device_index: Int32Builder::with_capacity(n),
+            ptr: UInt64Builder::with_capacity(n),
+            attr: text(5),
+            size: Int64Builder::with_capacity(n),
+            total: Int64Builder::with_capacity(n),
+            used: Int64Builder::with_capacity(n),
+            process_used: Int64Builder::with_capacity(n),
+            device_used: Int64Builder::with_capacity(n),
+            allocation_id: Int64Builder::with_capacity(n),
+            owner: text(6),
+            shadow: BooleanBuilder::with_capacity(n),
+            alloc_type: text(7),
+            page_type: text(8),
+            inefficient: text(9),
+            module_id: Int32Builder::with_capacity(n),
+            stack_py: text(10),
+            stack_c: text(11),
             len: 0,
             counts: EventCounts::default(),
+        }
+    }
+
+    /// The string columns, in the order of [`BatchSizes`].
+    fn texts(&self) -> [&StringBuilder; 12] {
+        [
+            &self.source_b,
+            &self.event,
+            &self.event_type,
+            &self.name,
+            &self.device,
+            &self.attr,
+            &self.owner,
+            &self.alloc_type,
+            &self.page_type,
+            &self.inefficient,
+            &self.stack_py,
+            &self.stack_c,
+        ]
+    }
+
+    /// The size of the rows appended since the last batch.
+    pub fn sizes(&self) -> BatchSizes {
+        BatchSizes {
+            rows: self.len,
+            text: self.texts().map(|b| b.values_slice().len()),
         }
     }
 
@@ -323,8 +366,10 @@ impl EventsBuilder {
         std::mem::take(&mut self.counts)
     }
 
-    /// The rows appended since the last call, as one batch.
+    /// The rows appended since the last call, as one batch. The builder is then sized for
+    /// another batch like it.
     pub fn finish(&mut self) -> RecordBatch {
+        let sizes = self.sizes();
         let columns: Vec<(&str, ArrayRef)> = vec![
             ("source", Arc::new(self.source_b.finish()) as ArrayRef),
             ("row_idx", Arc::new(self.row_idx.finish())),
@@ -356,7 +401,11 @@ impl EventsBuilder {
             ("stack_py", Arc::new(self.stack_py.finish())),
             ("stack_c", Arc::new(self.stack_c.finish())),
         ];
-        self.len = 0;
+        let counts = std::mem::take(&mut self.counts);
+        *self = EventsBuilder {
+            counts,
+            ..Self::with_sizes(&self.source, self.ts_scale, sizes)
+        };
         crate::schema::events()
             .batch(columns)
             .expect("every events column is given once")

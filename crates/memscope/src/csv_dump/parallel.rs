@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::{parse_record_ref, Columns};
 use crate::attr;
-use crate::events::EventsBuilder;
+use crate::events::{BatchSizes, EventsBuilder};
 use crate::output::runs::{EncodedRun, RunStore, RunWriter};
 use crate::output::{convert_ts, PieceStats, SourceOutput, TsUnit, BATCH_ROWS};
 use crate::records::{looks_like_row_start, RawRecord, RecordReader};
@@ -74,6 +74,10 @@ struct InFlight {
     cv: Condvar,
 }
 
+/// The buffers of parsed pieces, for the next pieces to be read into: their pages stay
+/// mapped, so a piece is neither a fresh allocation nor zeroed page by page by the kernel.
+type Spare = Mutex<Vec<Vec<u8>>>;
+
 /// Parses the dump into sorted runs and merges them into `events_path`, handing each merged
 /// batch (with the dump's timestamp unit) to `each`.
 #[allow(clippy::too_many_arguments)]
@@ -105,13 +109,14 @@ pub fn read<R: Read + Send>(
         cv: Condvar::new(),
     };
     let limit = workers as u64 + 2;
+    let spare = Spare::default();
     let path = job.path;
     let result: Result<()> = std::thread::scope(|scope| {
         for k in 0..workers {
             let rx = work_rx.clone();
             let tx = done_tx.clone();
-            let ctx = &ctx;
-            scope.spawn(move || worker(ctx, RunWriter::new(runs_path, k), rx, tx));
+            let (ctx, spare) = (&ctx, &spare);
+            scope.spawn(move || worker(ctx, RunWriter::new(runs_path, k), spare, rx, tx));
         }
         let collector = {
             let in_flight = &in_flight;
@@ -127,7 +132,7 @@ pub fn read<R: Read + Send>(
             (line, offset),
             &work_tx,
             &done_tx,
-            &in_flight,
+            (&in_flight, &spare),
             limit,
         );
         drop(work_tx);
@@ -143,6 +148,8 @@ pub fn read<R: Read + Send>(
         }
         e => e,
     })?;
+    // The piece buffers are not needed for the merge.
+    drop(spare);
     let unit = out.ts_unit();
     store.merge_into(events_path, schema, workers.max(2), &mut |b| each(unit, b))?;
     Ok(())
@@ -161,7 +168,7 @@ fn dispatch<R: Read>(
     (mut line, mut offset): (u64, u64),
     work_tx: &SyncSender<Work>,
     done_tx: &SyncSender<(u64, Result<Piece>)>,
-    in_flight: &InFlight,
+    (in_flight, spare): (&InFlight, &Spare),
     limit: u64,
 ) -> Result<()> {
     let path = job.path;
@@ -194,7 +201,10 @@ fn dispatch<R: Read>(
         };
         match split {
             Some(p) => {
-                let rest = buf.split_off(p);
+                let recycled = spare.lock().ok().and_then(|mut s| s.pop());
+                let mut rest = recycled.unwrap_or_default();
+                rest.extend_from_slice(&buf[p..]);
+                buf.truncate(p);
                 let piece = std::mem::replace(&mut buf, rest);
                 let lines = count_lines(&piece);
                 let len = piece.len() as u64;
@@ -224,9 +234,10 @@ fn dispatch<R: Read>(
                 let mut reader = RecordReader::with_position(chained, line, offset);
                 // The workers' staging files are numbered 0..workers: this thread's is next.
                 let mut runs = RunWriter::new(ctx.runs_path, job.workers.max(1));
+                let mut sizes = BatchSizes::default();
                 loop {
                     wait_room();
-                    let (piece, done) = parse_piece(ctx, &mut runs, &mut reader, true)
+                    let (piece, done) = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, true)
                         .map_err(|e| MemqError::io(path, e))?;
                     if done_tx.send((seq, Ok(piece))).is_err() {
                         return Err(MemqError::Query("the collector stopped".into()));
@@ -242,24 +253,13 @@ fn dispatch<R: Read>(
     }
 }
 
-/// Reads until `buf` holds `want` bytes or the input ends; returns whether it ended.
+/// Reads until `buf` holds `want` bytes (at least 64 KiB more) or the input ends; returns
+/// whether it ended. The bytes are read into `buf`'s spare room, not zeroed first.
 fn fill<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> std::io::Result<bool> {
-    let old = buf.len();
-    buf.resize(want.max(old + (64 << 10)), 0);
-    let mut filled = old;
-    let result = loop {
-        if filled == buf.len() {
-            break Ok(false);
-        }
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break Ok(true),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break Err(e),
-        }
-    };
-    buf.truncate(filled);
-    result
+    let need = want.saturating_sub(buf.len()).max(64 << 10);
+    buf.reserve(need);
+    let got = input.by_ref().take(need as u64).read_to_end(buf)?;
+    Ok(got < need)
 }
 
 fn count_lines(bytes: &[u8]) -> u64 {
@@ -289,9 +289,12 @@ fn find_split(buf: &[u8], min: usize) -> Option<usize> {
 fn worker(
     ctx: &Ctx,
     mut runs: RunWriter,
+    spare: &Spare,
     rx: Arc<Mutex<Receiver<Work>>>,
     tx: SyncSender<(u64, Result<Piece>)>,
 ) {
+    // The size of this worker's last batch, for the builder of the next piece.
+    let mut sizes = BatchSizes::default();
     loop {
         let work = {
             let Ok(rx) = rx.lock() else { return };
@@ -301,9 +304,14 @@ fn worker(
             }
         };
         let mut reader = RecordReader::with_position(&work.bytes[..], work.line, work.offset);
-        let piece = parse_piece(ctx, &mut runs, &mut reader, false)
+        let piece = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, false)
             .map(|(p, _)| p)
             .map_err(|e| MemqError::Query(format!("I/O error: {e}")));
+        let mut bytes = work.bytes;
+        bytes.clear();
+        if let Ok(mut spare) = spare.lock() {
+            spare.push(bytes);
+        }
         if tx.send((work.seq, piece)).is_err() {
             return;
         }
@@ -356,10 +364,12 @@ fn collect(
 }
 
 /// Parses records from `reader` into sorted, encoded runs: all of them, or (`one_run`) until the
-/// first run is complete. Returns the piece and whether the input ended.
+/// first run is complete; its builder is sized like the last batch (`sizes`, updated). Returns
+/// the piece and whether the input ended.
 fn parse_piece<R: BufRead>(
     ctx: &Ctx,
     runs: &mut RunWriter,
+    sizes: &mut BatchSizes,
     reader: &mut RecordReader<R>,
     one_run: bool,
 ) -> std::io::Result<(Piece, bool)> {
@@ -369,7 +379,7 @@ fn parse_piece<R: BufRead>(
         records: 0,
         stats: PieceStats::default(),
     };
-    let mut builder = EventsBuilder::new(&ctx.source, 1);
+    let mut builder = EventsBuilder::with_sizes(&ctx.source, 1, *sizes);
     let mut bytes = 0usize;
     let mut reject_bytes = 0usize;
     let mut full: Vec<datafusion::arrow::record_batch::RecordBatch> = Vec::new();
@@ -414,6 +424,7 @@ fn parse_piece<R: BufRead>(
         }
     }
     if !builder.is_empty() {
+        *sizes = builder.sizes();
         piece.runs.push(encode(runs, builder.finish())?);
     }
     piece.stats.counts = builder.take_counts();
