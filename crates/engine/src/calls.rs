@@ -62,7 +62,8 @@ const SNAP_DEVICES: &str = "SELECT DISTINCT device, snapshot FROM (SELECT device
      WHERE device IS NOT NULL ORDER BY device";
 
 /// The steps of the msMemScope run: start, end (`i64::MAX` when open) and number.
-const STEPS: &str = "SELECT start_ts, COALESCE(end_ts, 9223372036854775807), step FROM steps";
+const STEPS: &str =
+    "SELECT start_ts, COALESCE(end_ts, 9223372036854775807), step FROM steps ORDER BY 1, 2, 3";
 
 /// The steps of a run, to name the step a moment falls in.
 #[derive(Debug, Default)]

@@ -172,6 +172,7 @@ fn parse_dump(
                 workers,
                 &mut |unit, batch| pass.push(unit.scale(), batch),
             )?;
+            memq_core::release_free_memory();
             (summary, None, Some(pass.finish(dataset)?))
         }
     };

@@ -46,7 +46,6 @@ pub struct Job<'a> {
 struct Ctx<'a> {
     cols: &'a Columns,
     declared: Option<TsUnit>,
-    source: String,
     batch_bytes: usize,
     /// Where the threads write their runs ([`RunWriter`]).
     runs_path: &'a Path,
@@ -92,11 +91,10 @@ pub fn read<R: Read + Send>(
     each: &mut super::EachBatch<'_>,
 ) -> Result<()> {
     let schema = crate::schema::events().schema();
-    let mut store = RunStore::new(runs_path);
+    let mut store = RunStore::new(runs_path, out.events_source());
     let ctx = Ctx {
         cols: job.cols,
         declared: out.declared(),
-        source: out_source(out),
         batch_bytes: out.batch_bytes,
         runs_path,
     };
@@ -153,10 +151,6 @@ pub fn read<R: Read + Send>(
     let unit = out.ts_unit();
     store.merge_into(events_path, schema, workers.max(2), &mut |b| each(unit, b))?;
     Ok(())
-}
-
-fn out_source(out: &SourceOutput) -> String {
-    out.events_source().to_string()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -379,7 +373,9 @@ fn parse_piece<R: BufRead>(
         records: 0,
         stats: PieceStats::default(),
     };
-    let mut builder = EventsBuilder::with_sizes(&ctx.source, 1, *sizes);
+    // The runs leave `source` empty: the merge writes the source's name into every row
+    // (RunStore), so the staged rows do not carry it (a dump's path is often 80–100 bytes).
+    let mut builder = EventsBuilder::with_sizes("", 1, *sizes);
     let mut bytes = 0usize;
     let mut reject_bytes = 0usize;
     let mut full: Vec<datafusion::arrow::record_batch::RecordBatch> = Vec::new();

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, UInt64Array};
+use datafusion::arrow::buffer::{Buffer, OffsetBuffer};
 use datafusion::arrow::compute::{interleave_record_batch, take_record_batch};
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::reader::StreamReader;
@@ -23,11 +24,12 @@ use datafusion::arrow::record_batch::RecordBatch;
 use memq_core::dataset::{self, ParallelSink};
 use memq_core::error::{Location, MemqError, Result};
 
-/// Column positions in `events`: the sort key, and the text columns whose bytes count toward
-/// an output batch's limit.
+/// Column positions in `events`: the sort key, the source, and the text columns whose bytes
+/// count toward an output batch's limit.
 struct Positions {
     ts: usize,
     row_idx: usize,
+    source: usize,
     text: [usize; 4],
 }
 
@@ -39,6 +41,7 @@ fn positions() -> &'static Positions {
         Positions {
             ts: at("ts"),
             row_idx: at("row_idx"),
+            source: at("source"),
             text: [at("name"), at("attr"), at("stack_py"), at("stack_c")],
         }
     })
@@ -205,15 +208,18 @@ struct RunMeta {
 pub struct RunStore {
     /// The staging files are `path.0`, `path.1`, ... ([`RunWriter`]).
     path: PathBuf,
+    /// The `source` of every row: the runs' own `source` is left empty.
+    source: String,
     runs: Vec<RunMeta>,
     /// Every run was sorted as read and each started at or after the end of the one before.
     in_order: bool,
 }
 
 impl RunStore {
-    pub fn new(path: &Path) -> RunStore {
+    pub fn new(path: &Path, source: &str) -> RunStore {
         RunStore {
             path: path.to_path_buf(),
+            source: source.to_string(),
             runs: Vec::new(),
             in_order: true,
         }
@@ -273,7 +279,10 @@ impl RunStore {
                 }
                 Ok(())
             });
-            let mut feed = Feed(vec![tx, ctx]);
+            let mut feed = Feed {
+                to: vec![tx, ctx],
+                source: &self.source,
+            };
             let merged = self.merge(&mut feed);
             drop(feed);
             let written = writer
@@ -376,12 +385,22 @@ impl RunStore {
     }
 }
 
-/// The channels to the writer and consumer threads.
-struct Feed(Vec<std::sync::mpsc::SyncSender<RecordBatch>>);
+/// The channels to the writer and consumer threads, and the source's name for the rows.
+struct Feed<'a> {
+    to: Vec<std::sync::mpsc::SyncSender<RecordBatch>>,
+    source: &'a str,
+}
 
-impl Feed {
+impl Feed<'_> {
+    /// Sends `batch` with the source's name in its `source` column.
     fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        for tx in &self.0 {
+        let n = batch.num_rows();
+        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(self.source.len(), n));
+        let values = Buffer::from_vec(self.source.as_bytes().repeat(n));
+        let mut columns = batch.columns().to_vec();
+        columns[positions().source] = Arc::new(StringArray::try_new(offsets, values, None)?);
+        let batch = RecordBatch::try_new(batch.schema(), columns)?;
+        for tx in &self.to {
             if tx.send(batch.clone()).is_err() {
                 // A receiver stopped: its error is reported when it is joined.
                 return Err(MemqError::Query("the events writer stopped".into()));
