@@ -163,6 +163,17 @@ fn append_adds_ranks_without_rewriting_the_others() {
     };
     assert!(findings(&ds) > 0);
     assert_eq!(findings(&ds), findings(&whole));
+    // The facts the argument checks read (time range, pools, steps) are those of every source.
+    let facts = |dataset: &Path| {
+        let m = memq_core::dataset::Manifest::read(dataset).unwrap();
+        let of_events = |q: &String| q.contains("FROM event_counts") || q.contains("FROM steps");
+        m.facts
+            .into_iter()
+            .filter(|(q, _)| of_events(q))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(facts(&ds).len(), 3);
+    assert_eq!(facts(&ds), facts(&whole));
     // Appending the same folders again adds nothing; a changed source is refused.
     run_ok(
         memq()
