@@ -89,7 +89,8 @@ impl Engine {
         let analyses = library::analyses(&catalog.sql_files());
         // What the library that built the dataset stored with it is read only by the same
         // library (stored.rs).
-        let same_library = manifest.library.as_deref() == Some(&stored::fingerprint(&analyses));
+        let same_library = (manifest.library.as_deref())
+            .is_some_and(|library| library == stored::fingerprint(&analyses));
         let facts = match same_library {
             true => calls::Facts::seeded(&manifest.facts),
             false => calls::Facts::default(),
