@@ -20,7 +20,9 @@
 -- FREEs without MALLOC are never listed.
 -- The guide's "allocated in the first 20 % of the timeline" criterion is available as
 -- timeline_pct (not applied). ORDER BY alloc_ts for allocation order (the reference's detail order).
---
+-- Stored with the dataset when it is built (one of the questions asked most, a few hundred rows
+-- whose plan and file opening cost several times their run).
+-- @stored
 -- @column source         VARCHAR input file
 -- @column pid            BIGINT  process id
 -- @column device         VARCHAR Device Id as written
