@@ -18,7 +18,8 @@
 # Environment: RUNS (3), REF_RUNS (RUNS), MEMQ ($HOME/.cache/memq-release/release/memq),
 # MEMQ_GEN (memq-gen next to MEMQ; built there with cargo when missing), GEN_ARGS ("--devices 1 --oom"),
 # DUMP_CACHE ($HOME/.cache/memq-bench-dumps), MEMQ_BENCH_VENV ($HOME/.cache/memq-bench-venv: a
-# virtualenv with the PyPI package duckdb, created when missing), KEEP=1 keeps the work folder.
+# virtualenv with the PyPI package duckdb, created when missing), KEEP=1 keeps the work folder,
+# MEMQ_AS_BUILT=1 times MEMQ where it is instead of a copy (see below).
 #
 # Exit status: 1 when a check finds a MISMATCH or a step fails, 0 otherwise.
 set -euo pipefail
@@ -49,6 +50,8 @@ RUNS=${RUNS:-3}
 REF_RUNS=${REF_RUNS:-$RUNS}
 MEMQ=${MEMQ:-$HOME/.cache/memq-release/release/memq}
 MEMQ_GEN=${MEMQ_GEN:-$(dirname "$MEMQ")/memq-gen}
+# where memq was built (memq-gen is built there when missing)
+built_dir=$(cd "$(dirname "$MEMQ")" && pwd)
 GEN_ARGS=${GEN_ARGS:---devices 1 --oom}
 DUMP_CACHE=${DUMP_CACHE:-$HOME/.cache/memq-bench-dumps}
 VENV=${MEMQ_BENCH_VENV:-$HOME/.cache/memq-bench-venv}
@@ -82,14 +85,22 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/memq-compare.XXXXXX")
 if [ "${KEEP:-0}" = 1 ]; then echo "== work folder: $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 
+# memq is timed as a user installs it (`cargo install` copies the binary), like the other tools'
+# files: the linker's own output, while the pages it wrote are still in the page cache, is mapped
+# in small pieces and starts about 3 ms slower per process (docs/performance.md, "Measuring").
+# MEMQ_AS_BUILT=1 times the binary where it was built; --ci does (its debug build is 600 MB).
+if [ "$ci" = 0 ] && [ "${MEMQ_AS_BUILT:-0}" != 1 ]; then
+  cp "$MEMQ" "$work/memq"
+  MEMQ=$work/memq
+fi
+
 status=0
 
 # --- the generator
 # (when missing, memq-gen is built next to the memq binary: same target folder and profile)
 gen_bin() {
   if [ ! -x "$MEMQ_GEN" ]; then
-    local dir profile=()
-    dir=$(cd "$(dirname "$MEMQ")" && pwd)
+    local dir=$built_dir profile=()
     [ "$(basename "$dir")" = release ] && profile=(--release)
     echo "== building memq-gen into $dir" >&2
     (cd "$here" && CARGO_TARGET_DIR=$(dirname "$dir") cargo build "${profile[@]}" --locked -p memq-gen >&2)
