@@ -177,10 +177,7 @@ impl EventCounts {
             ))
         };
         let columns: Vec<(&str, ArrayRef)> = vec![
-            (
-                "source",
-                Arc::new(StringArray::from_iter_values(order.iter().map(|_| source))),
-            ),
+            ("source", crate::schema::source_column(source, order.len())),
             (
                 "pid",
                 Arc::new(Int64Array::from_iter(order.iter().map(|(k, _)| k.0))),

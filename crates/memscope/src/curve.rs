@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -407,22 +407,6 @@ pub struct Outputs<P> {
     pub owner_peaks: P,
 }
 
-impl Outputs<std::path::PathBuf> {
-    pub fn as_paths(&self) -> Outputs<&Path> {
-        Outputs {
-            curve: &self.curve,
-            expansions: &self.expansions,
-            tiles: &self.tiles,
-            usage_tiles: &self.usage_tiles,
-            step_usage: &self.step_usage,
-            step_levels: &self.step_levels,
-            peaks: &self.peaks,
-            frag: &self.frag,
-            owner_peaks: &self.owner_peaks,
-        }
-    }
-}
-
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
 /// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
 /// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
@@ -435,7 +419,7 @@ pub fn finish(
     source: &str,
     held: &HashSet<u64>,
     steps: &StepIndex,
-    out: &Outputs<&Path>,
+    out: &Outputs<PathBuf>,
 ) -> Result<Outputs<u64>> {
     let def = schema::curve();
     let properties = |def: &memq_core::catalog::TableDef| {
@@ -445,14 +429,14 @@ pub fn finish(
             memq_core::dataset::staging_properties()
         }
     };
-    let mut sink = ParquetSink::create_with(out.curve, def.schema(), properties(&def))?;
+    let mut sink = ParquetSink::create_with(&out.curve, def.schema(), properties(&def))?;
     // Live bytes per series (pid, device, pool), and per owner of each series.
     let mut live = Sums::default();
     let mut owners = Sums::default();
     let growth_def = schema::expansions();
     let mut growth = Growth {
         sink: ParquetSink::create_with(
-            out.expansions,
+            &out.expansions,
             growth_def.schema(),
             properties(&growth_def),
         )?,
@@ -465,7 +449,7 @@ pub fn finish(
     let mut summaries = crate::tiles::Summaries::create(
         source,
         ranges,
-        [out.tiles, out.usage_tiles, out.step_usage, out.peaks],
+        [&out.tiles, &out.usage_tiles, &out.step_usage, &out.peaks].map(PathBuf::as_path),
         &properties,
     )?;
     let mut frag = crate::frag::Fragmentation::default();
@@ -477,8 +461,7 @@ pub fn finish(
             let c = StagingCols::new(&batch);
             let (live_bytes, owner, owner_live) = running_sums(&c, held, &mut live, &mut owners);
             let n = batch.num_rows();
-            let source_col: ArrayRef = Arc::new(StringArray::from(vec![source; n]));
-            let mut columns: Vec<ArrayRef> = vec![source_col];
+            let mut columns: Vec<ArrayRef> = vec![schema::source_column(source, n)];
             columns.extend((0..DELTA).map(|c| batch.column(c).clone()));
             let (step_k, step) = place_in_steps(&c, steps);
             summaries.scan(&c, &live_bytes, &owner, (&step_k, &step))?;
@@ -495,7 +478,7 @@ pub fn finish(
         std::fs::remove_file(staging).map_err(|e| MemqError::io(staging, e))?;
     }
     let [tiles, usage_tiles, step_usage, peaks, step_levels] =
-        summaries.close(&table_properties, steps, out.step_levels)?;
+        summaries.close(&table_properties, steps, &out.step_levels)?;
     Ok(Outputs {
         curve: sink.close()?,
         expansions: growth.sink.close()?,
@@ -504,8 +487,8 @@ pub fn finish(
         step_usage,
         step_levels,
         peaks,
-        frag: frag.close(source, out.frag, table_properties(&schema::pool_frag()))?,
-        owner_peaks: owner_peaks(&owners, source, out.owner_peaks)?,
+        frag: frag.close(source, &out.frag, table_properties(&schema::pool_frag()))?,
+        owner_peaks: owner_peaks(&owners, source, &out.owner_peaks)?,
     })
 }
 
@@ -561,7 +544,7 @@ impl Growth {
             )
         };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![source; rows.len()])),
+            schema::source_column(source, rows.len()),
             take(c.pid),
             strings(c.device),
             strings(c.pool),

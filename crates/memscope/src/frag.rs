@@ -131,7 +131,7 @@ impl Fragmentation {
             Arc::new(series.iter().map(|(_, x)| f(x)).collect::<Float64Array>())
         };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![source; n])),
+            crate::schema::source_column(source, n),
             Arc::new(series.iter().map(|(s, _)| s.0).collect::<Int64Array>()),
             Arc::new(
                 series

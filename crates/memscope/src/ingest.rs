@@ -362,13 +362,8 @@ async fn derive(
         let (name, outputs) = (source.name.clone(), files.clone());
         std::thread::spawn(move || {
             let index = crate::steps::StepIndex::new(&steps);
-            let rows = crate::curve::finish(
-                curve_staging,
-                &name,
-                &held_shadow_rows,
-                &index,
-                &outputs.as_paths(),
-            );
+            let rows =
+                crate::curve::finish(curve_staging, &name, &held_shadow_rows, &index, &outputs);
             (rows, steps)
         })
     };

@@ -4,7 +4,19 @@ use datafusion::arrow::datatypes::DataType::{
     Boolean, Float64, Int32, Int64, UInt32, UInt64, Utf8,
 };
 
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::buffer::{Buffer, OffsetBuffer};
 use memq_core::catalog::{col, req, ColumnDef, TableDef, Unit};
+
+/// The `source` column of `n` rows of one source: its name repeated, built as one buffer (the
+/// name is often 80–100 bytes, and the merge of a dump writes it into every events row).
+pub fn source_column(source: &str, n: usize) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(source.len(), n));
+    let values = Buffer::from_vec(source.as_bytes().repeat(n));
+    Arc::new(StringArray::new(offsets, values, None))
+}
 
 pub fn events() -> TableDef {
     TableDef {

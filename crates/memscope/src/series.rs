@@ -85,7 +85,7 @@ pub fn named_columns<T>(source: &str, rows: &[(&str, &Named<T>)]) -> Vec<ArrayRe
     let device = rows.iter().map(|r| Some(r.1.device.as_str()));
     let pool = rows.iter().map(|r| Some(r.1.pool.as_str()));
     vec![
-        Arc::new(StringArray::from(vec![source; rows.len()])),
+        crate::schema::source_column(source, rows.len()),
         Arc::new(rows.iter().map(|r| r.1.pid).collect::<Int64Array>()),
         Arc::new(device.collect::<StringArray>()),
         Arc::new(pool.collect::<StringArray>()),

@@ -179,7 +179,7 @@ impl<F> Pending<F> {
             Arc::new((0..n).map(f).collect::<Int64Array>())
         };
         let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![source; n])),
+            crate::schema::source_column(source, n),
             Arc::new(pid.finish()),
             Arc::new(device.finish()),
             Arc::new(pool.finish()),

@@ -130,7 +130,8 @@ pub fn read<R: Read + Send>(
             (line, offset),
             &work_tx,
             &done_tx,
-            (&in_flight, &spare),
+            &in_flight,
+            &spare,
             limit,
         );
         drop(work_tx);
@@ -162,7 +163,8 @@ fn dispatch<R: Read>(
     (mut line, mut offset): (u64, u64),
     work_tx: &SyncSender<Work>,
     done_tx: &SyncSender<(u64, Result<Piece>)>,
-    (in_flight, spare): (&InFlight, &Spare),
+    in_flight: &InFlight,
+    spare: &Spare,
     limit: u64,
 ) -> Result<()> {
     let path = job.path;

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray, UInt64Array};
-use datafusion::arrow::buffer::{Buffer, OffsetBuffer};
 use datafusion::arrow::compute::{interleave_record_batch, take_record_batch};
 use datafusion::arrow::datatypes::{Int64Type, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::reader::StreamReader;
@@ -394,11 +393,8 @@ struct Feed<'a> {
 impl Feed<'_> {
     /// Sends `batch` with the source's name in its `source` column.
     fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let n = batch.num_rows();
-        let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(self.source.len(), n));
-        let values = Buffer::from_vec(self.source.as_bytes().repeat(n));
         let mut columns = batch.columns().to_vec();
-        columns[positions().source] = Arc::new(StringArray::try_new(offsets, values, None)?);
+        columns[positions().source] = crate::schema::source_column(self.source, batch.num_rows());
         let batch = RecordBatch::try_new(batch.schema(), columns)?;
         for tx in &self.to {
             if tx.send(batch.clone()).is_err() {
