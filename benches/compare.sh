@@ -67,10 +67,10 @@ fi
 duck=("$VENV/bin/python" "$bench/duck.py")
 duck_version=$("$VENV/bin/python" -c 'import duckdb; print(duckdb.__version__)')
 
-# --- the reference (stdlib-only Python, fetched by ../shared/tools/reference-oracle.sh)
+# --- the reference (stdlib-only Python, fetched from PyPI by benches/reference.sh)
 ref=""
 if [ "$use_ref" = 1 ]; then
-  oracle="$here/../shared/tools/reference-oracle.sh"
+  oracle="$bench/../reference.sh"
   if [ -f "$oracle" ] && dir=$(bash "$oracle" 2>/dev/null | sed -n 's/^memscope scripts: *//p') \
      && [ -n "$dir" ] && [ -f "$dir/aggregate_dump.py" ]; then
     ref="$dir/aggregate_dump.py"

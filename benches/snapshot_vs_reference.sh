@@ -4,7 +4,7 @@
 #
 #   benches/snapshot_vs_reference.sh [MEMQ_BINARY] [PICKLE...]
 #
-# Default pickles: ../shared/fixtures/snapshots/real/*.pickle and *.pkl. The two tools take turns (ref,
+# Default pickles: fixtures/real/snapshots/real/*.pickle and *.pkl. The two tools take turns (ref,
 # memq, ref, memq, ...) so that both see the same machine; prints seconds and max RSS of the
 # fastest of RUNS runs of each (default 7), and the speed-up. MEMQ_AS_BUILT=1: see below.
 set -euo pipefail
@@ -12,8 +12,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 memq=${1:-$here/target/release/memq}
 shift || true
 pickles=("$@")
-[ ${#pickles[@]} -gt 0 ] || pickles=("$here"/../shared/fixtures/snapshots/real/*.pickle "$here"/../shared/fixtures/snapshots/real/*.pkl)
-ref=$(bash "$here/../shared/tools/reference-oracle.sh" | sed -n 's/^snapshot scripts: *//p')/snapshot_to_db.py
+[ ${#pickles[@]} -gt 0 ] || pickles=("$here"/fixtures/real/snapshots/real/*.pickle "$here"/fixtures/real/snapshots/real/*.pkl)
+ref=$(bash "$here/benches/reference.sh" | sed -n 's/^snapshot scripts: *//p')/snapshot_to_db.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # memq is timed as a user installs it, a copy (benches/compare.sh says why); MEMQ_AS_BUILT=1
@@ -55,7 +55,7 @@ done
 # benches/big_pickle.py (trace entries repeated), ingested by memq only (BIG_REF=1 adds the
 # reference, which takes minutes): seconds, MB/s and max RSS against the file size.
 if [ -n "${BIG_MB:-}" ]; then
-  src=$(ls -S "$here"/../shared/fixtures/snapshots/real/*.pickle | head -1)
+  src=$(ls -S "$here"/fixtures/real/snapshots/real/*.pickle | head -1)
   big="$work/big.pickle"
   python3 "$here/benches/big_pickle.py" "$src" "$big" "$BIG_MB" >/dev/null
   bytes=$(stat -c %s "$big")

@@ -42,7 +42,13 @@ impl Opened {
             .local
             .clone()
             .unwrap_or_else(|| self.engine.ctx.clone());
+        #[cfg(feature = "cluster")]
         let remote = memq_cluster::connect(url, local.state()).await?;
+        #[cfg(not(feature = "cluster"))]
+        let remote: SessionContext = return Err(memq_core::error::MemqError::Usage(format!(
+            "cannot run on {url}: this memq was built without the `cluster` feature (Ballista); \
+             build it with the default features"
+        )));
         self.engine.ctx = remote;
         self.local = Some(local);
         self.cluster = Some(url.to_string());

@@ -1,10 +1,10 @@
 #!/bin/bash
 # The attribution analyses (docs/attribution.md), each answering a question on a real sample
-# from ../shared/fixtures: who holds the peak, state at a moment, run against run (aligned on
+# from fixtures/real: who holds the peak, state at a moment, run against run (aligned on
 # ops), periodic leaks, device or host, wasted memory, and the snapshot side.
 #   docs/examples/real-samples.sh [WORKDIR]     (MEMQ=path/to/memq to choose the binary)
 M=${MEMQ:-memq}
-F=$(cd "$(dirname "$0")/../../../shared/fixtures" && pwd)
+F=$(cd "$(dirname "$0")/../../fixtures/real" && pwd)
 W=${1:-$(mktemp -d)}
 set -e
 mkdir -p "$W" && cd "$W"

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Regenerates tests/golden/<sample>/*.txt from the reference scripts (needs network access to PyPI
-# through ../shared/tools/reference-oracle.sh). Not run by CI. expected.json is then rebuilt by hand
-# from these outputs (see README.md).
-#   bash tests/golden/regen.sh [SHARED_DIR]      (default SHARED_DIR: /work/shared)
+# Regenerates tests/golden/<sample>/*.txt from the reference scripts (fetched from PyPI by
+# benches/reference.sh). Not run by CI. expected.json is then rebuilt by hand from these outputs
+# (see README.md).
+#   bash tests/golden/regen.sh
 set -euo pipefail
-shared=${1:-/work/shared}
 here=$(cd "$(dirname "$0")" && pwd)
-bash "$shared/tools/reference-oracle.sh" /tmp/memq-reference >/dev/null
-S=/tmp/memq-reference/pkg/resources/configs/default/skills/profiler/memory-analysis/scripts/aggregate_dump.py
+repo=$(cd "$here/../.." && pwd)
+S=$(bash "$repo/benches/reference.sh" | sed -n 's/^memscope scripts: *//p')/aggregate_dump.py
 work=$(mktemp -d)
 mkdir -p "$work/orig" "$work/sorted"
-cp "$shared"/fixtures/memscope/real/*.csv "$work/orig/"
+cp "$repo"/fixtures/real/memscope/real/*.csv "$work/orig/"
 for f in "$work"/orig/*.csv; do
   python3 "$S" "$f" --sort > "$work/sorted/$(basename "$f")" 2>/dev/null   # reference's own sort (stdout)
 done

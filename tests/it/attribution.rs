@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::{fixture, query_json as query, shared_engine, shared_fixture};
+use crate::common::{fixture, query_json as query, shared_engine, real_fixture};
 
 fn int(v: &serde_json::Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
@@ -14,8 +14,8 @@ fn int(v: &serde_json::Value) -> i64 {
 async fn peak_blocks_add_up_to_the_peak_of_every_series() {
     let inputs: Vec<PathBuf> = vec![
         fixture("memscope/g3_run"),
-        shared_fixture("memscope/real/v2_compare_leaks.csv"),
-        shared_fixture("memscope/real/v1_smoke_multiproc_a.csv"),
+        real_fixture("memscope/real/v2_compare_leaks.csv"),
+        real_fixture("memscope/real/v1_smoke_multiproc_a.csv"),
     ];
     for input in inputs {
         let engine = shared_engine(std::slice::from_ref(&input)).await;
@@ -229,8 +229,8 @@ async fn wasted_memory_is_ranked_by_what_it_adds_to_the_peak() {
 #[tokio::test]
 async fn run_diff_on_ops_finds_the_four_ops_the_real_leaks_run_adds() {
     let inputs = [
-        shared_fixture("memscope/real/v2_compare_baseline.csv"),
-        shared_fixture("memscope/real/v2_compare_leaks.csv"),
+        real_fixture("memscope/real/v2_compare_baseline.csv"),
+        real_fixture("memscope/real/v2_compare_leaks.csv"),
     ];
     let engine = shared_engine(&inputs).await;
     let name = |stem: &str| {

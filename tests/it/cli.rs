@@ -11,7 +11,7 @@ fn ingest_to(input: std::path::PathBuf, dataset: &std::path::Path) {
 fn ingest_then_sql_in_every_format() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    let baseline = shared_fixture("memscope/real/v2_compare_baseline.csv");
+    let baseline = real_fixture("memscope/real/v2_compare_baseline.csv");
     let (_, err) = run_ok(memq().arg("ingest").arg(&baseline).arg("-o").arg(&ds));
     assert!(
         err.contains("events") && err.contains("121 rows") && err.contains("0 rejects"),
@@ -125,7 +125,7 @@ fn exit_codes_and_error_messages() {
         "{err}"
     );
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let out = memq()
         .arg("sql")
         .arg(&ds)
@@ -136,7 +136,7 @@ fn exit_codes_and_error_messages() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
     let out = memq()
         .arg("ingest")
-        .arg(shared_fixture("memscope/real/v2_compare_baseline.csv"))
+        .arg(real_fixture("memscope/real/v2_compare_baseline.csv"))
         .arg("-o")
         .arg(&ds)
         .output()
@@ -170,7 +170,7 @@ fn functions_are_listed_with_docs() {
 
 #[tokio::test]
 async fn functions_compute_in_sql() {
-    let (_i, engine) = open(&[shared_fixture("memscope/real/v2_compare_baseline.csv")]).await;
+    let (_i, engine) = open(&[real_fixture("memscope/real/v2_compare_baseline.csv")]).await;
     let r = rows(
         &engine,
         "SELECT attr('{shape:[1,5,],size:12}', 'shape'), attr_int('{size:12,x:0x10}', 'size'), attr_int('{x:0x10}', 'x'), \
@@ -323,7 +323,7 @@ fn sigint_stops_memq_sql_with_status_130() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let long = "SELECT e.id, g.value FROM events e CROSS JOIN generate_series(1, 10000000) g";
     let target = dir.path().join("never.parquet");
     for extra in [
@@ -380,7 +380,7 @@ fn sigint_stops_memq_sql_with_status_130() {
 fn sql_errors_have_a_caret_and_suggestions() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real"), &ds);
+    ingest_to(real_fixture("memscope/real"), &ds);
     let err = |q: &str| run_err(memq().arg("sql").arg(&ds).args(["-e", q])).1;
     let e = err("SELECT * FORM events");
     assert_eq!(
@@ -426,7 +426,7 @@ fn scripting_like_duckdb() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let piped = |args: &[&str], input: &str| {
         let mut child = memq()
             .args(args)
@@ -497,7 +497,7 @@ fn scripting_like_duckdb() {
 fn output_files_and_markdown_small_findings() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let (code, err) = run_err(memq().arg("sql").arg(&ds).args([
         "-e",
         "SELECT 1 AS a",
@@ -637,7 +637,7 @@ fn snapshot_views_show_bytes_and_times() {
     run_ok(
         memq()
             .arg("ingest")
-            .arg(shared_fixture(
+            .arg(real_fixture(
                 "snapshots/real/cuda_transformer_forward.pickle",
             ))
             .arg("-o")
@@ -705,7 +705,7 @@ fn table_function_arguments_are_checked_and_readable() {
 
     let snap = dir.path().join("s.memq");
     ingest_to(
-        shared_fixture("snapshots/real/torch_npu_two_devices.pkl"),
+        real_fixture("snapshots/real/torch_npu_two_devices.pkl"),
         &snap,
     );
     let fails = |sql: &str| run_err(memq().arg("sql").arg(&snap).args(["-e", sql])).1;
@@ -783,7 +783,7 @@ fn every_command_on_a_raw_input_uses_the_ingest_cache() {
     let dir = tempfile::TempDir::new().unwrap();
     let dump = dir.path().join("baseline.csv");
     std::fs::copy(
-        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        real_fixture("memscope/real/v2_compare_baseline.csv"),
         &dump,
     )
     .unwrap();
@@ -862,7 +862,7 @@ fn every_command_on_a_raw_input_uses_the_ingest_cache() {
 fn agent_mode_writes_typed_markdown_and_json_errors() {
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let agent = |args: &[&str]| {
         let mut c = memq();
         c.arg("sql").arg(&ds).args(args).env("AI_AGENT", "1");
@@ -984,7 +984,7 @@ fn params_reach_memq_c_and_the_shell() {
     use std::process::Stdio;
     let dir = tempfile::TempDir::new().unwrap();
     let ds = dir.path().join("b.memq");
-    ingest_to(shared_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
+    ingest_to(real_fixture("memscope/real/v2_compare_baseline.csv"), &ds);
     let sql = "SELECT $n + 1 AS n1, $who AS who";
     let (out, _) = run_ok(
         memq()

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::common::{memq, shared_fixture};
+use crate::common::{memq, real_fixture};
 
 /// The longest one memq command may take before the test fails: the whole library took 47 s
 /// (local and cluster runs together) in the debug build while a release build ran on the same
@@ -186,10 +186,10 @@ fn dataset(dir: &Path) -> PathBuf {
         memq_cmd()
             .arg("ingest")
             .arg(&run)
-            .arg(shared_fixture("profiler/real/memory_record.csv"))
-            .arg(shared_fixture("profiler/real/operator_memory.csv"))
-            .arg(shared_fixture("snapshots/real/torch_npu_two_devices.pkl"))
-            .arg(shared_fixture("snapshots/real/cuda_list_format.pkl"))
+            .arg(real_fixture("profiler/real/memory_record.csv"))
+            .arg(real_fixture("profiler/real/operator_memory.csv"))
+            .arg(real_fixture("snapshots/real/torch_npu_two_devices.pkl"))
+            .arg(real_fixture("snapshots/real/cuda_list_format.pkl"))
             .arg("-o")
             .arg(&ds),
     );

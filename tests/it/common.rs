@@ -17,10 +17,11 @@ use memq_ingest::{IngestOptions, IngestReport};
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// `../shared/fixtures/<rel>` (the real samples CI provides beside the clone).
-pub fn shared_fixture(rel: &str) -> PathBuf {
+/// `fixtures/real/<rel>`: the real sample inputs kept in the repository (their origins and
+/// licenses: fixtures/real/README.md).
+pub fn real_fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures")
+        .join("fixtures/real")
         .join(rel)
 }
 

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use memq_gen::{generate, Format, GenConfig, StopPeriod};
 
-use crate::common::{fixture, fixture_root, int, rows, shared_engine, shared_fixture};
+use crate::common::{fixture, fixture_root, int, rows, shared_engine, real_fixture};
 
 /// The oracle views, registered under their own names on `engine`'s session.
 async fn register_oracle(engine: &memq_engine::Engine) {
@@ -278,7 +278,7 @@ async fn committed_and_real_inputs() {
         "memscope/insight/leaks_dump_msinsight.db",
         "memscope/insight/memscope_host_pinned.db",
     ] {
-        check(shared_fixture(f)).await;
+        check(real_fixture(f)).await;
     }
     check(fixture_root().join("tests/oracle/leaks_dump_msinsight.csv")).await;
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{fixture, fixture_root, int, query_json, rows, shared_engine, shared_fixture};
+use crate::common::{fixture, fixture_root, int, query_json, rows, shared_engine, real_fixture};
 
 /// The oracle's figures.
 fn oracle() -> Value {
@@ -20,7 +20,7 @@ fn i(v: &Value) -> i64 {
 }
 
 fn legacy_db() -> PathBuf {
-    shared_fixture("memscope/insight/leaks_dump_msinsight.db")
+    real_fixture("memscope/insight/leaks_dump_msinsight.db")
 }
 
 fn legacy_csv() -> PathBuf {
@@ -180,7 +180,7 @@ async fn legacy_leaks_db_agrees_with_its_csv() {
 #[tokio::test]
 async fn host_pinned_db() {
     let o = &oracle()["memscope_host_pinned_db"];
-    let e = shared_engine(&[shared_fixture("memscope/insight/memscope_host_pinned.db")]).await;
+    let e = shared_engine(&[real_fixture("memscope/insight/memscope_host_pinned.db")]).await;
     assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0);
     assert_eq!(int(&e, "SELECT count(*) FROM events").await, i(&o["rows"])); // 10
     let multi_line =
@@ -207,7 +207,7 @@ async fn host_pinned_db() {
 async fn real_snapshots_give_the_oracle_figures() {
     let o = oracle();
     for (file, fig) in o["snapshots"].as_object().unwrap() {
-        let e = shared_engine(&[shared_fixture(&format!("snapshots/real/{file}"))]).await;
+        let e = shared_engine(&[real_fixture(&format!("snapshots/real/{file}"))]).await;
         assert_eq!(int(&e, "SELECT count(*) FROM rejects").await, 0, "{file}");
         assert_eq!(
             int(&e, "SELECT count(*) FROM snap_segments").await,
@@ -291,7 +291,7 @@ async fn real_snapshots_give_the_oracle_figures() {
 fn profiler_inputs() -> Vec<PathBuf> {
     ["memory_record.csv", "operator_memory.csv"]
         .iter()
-        .map(|f| shared_fixture(&format!("profiler/real/{f}")))
+        .map(|f| real_fixture(&format!("profiler/real/{f}")))
         .collect()
 }
 

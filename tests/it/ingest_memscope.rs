@@ -14,7 +14,7 @@ const SAMPLES: &[&str] = &[
 ];
 
 fn real(sample: &str) -> PathBuf {
-    shared_fixture(&format!("memscope/real/{sample}.csv"))
+    real_fixture(&format!("memscope/real/{sample}.csv"))
 }
 
 #[tokio::test]
@@ -222,7 +222,7 @@ async fn g2_baseline_blocks_show_the_irregular_cases() {
             "{allocation_id:4,addr:0x000012c041400000,size:16778240,total:20971520,used:16780288}"
         ]
     );
-    let leaks = shared_fixture("memscope/real/v2_compare_leaks.csv");
+    let leaks = real_fixture("memscope/real/v2_compare_leaks.csv");
     let (_i2, e2) = open(&[leaks]).await;
     assert_eq!(int(&e2, overlaps).await, 3);
 }

@@ -5,9 +5,9 @@ use crate::common::*;
 #[tokio::test]
 async fn snapshots_and_dumps_share_one_dataset() {
     let inputs = [
-        shared_fixture("snapshots/real/cuda_small_cpp_frames.pickle"),
-        shared_fixture("snapshots/real/cuda_transformer_forward.pickle"),
-        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        real_fixture("snapshots/real/cuda_small_cpp_frames.pickle"),
+        real_fixture("snapshots/real/cuda_transformer_forward.pickle"),
+        real_fixture("memscope/real/v2_compare_baseline.csv"),
     ];
     let (ing, engine) = open(&inputs).await;
     let kinds = rows(

@@ -5,6 +5,7 @@ mod common;
 
 mod attribution;
 mod cli;
+#[cfg(feature = "cluster")]
 mod cluster;
 mod crash;
 mod cross_rank;

@@ -37,7 +37,7 @@ fn golden_all() -> Value {
 
 fn real_sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/memscope/real")
+        .join("fixtures/real/memscope/real")
         .join(format!("{name}.csv"))
 }
 
@@ -1545,7 +1545,7 @@ async fn library_docs_cover_every_output_column() {
 /// no SYSTEM STEP row, so the report must not say "cannot conclude: no step markers" there.
 #[tokio::test]
 async fn capabilities_count_steps_from_mstx_ranges_too() {
-    let db = crate::common::shared_fixture("memscope/insight/leaks_dump_msinsight.db");
+    let db = crate::common::real_fixture("memscope/insight/leaks_dump_msinsight.db");
     let e = crate::common::shared_engine(std::slice::from_ref(&db)).await;
     let r = rows(
         &e,

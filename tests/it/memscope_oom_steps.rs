@@ -34,7 +34,7 @@ fn manifest_dir() -> &'static Path {
 
 fn real_sample(sample: &str) -> PathBuf {
     manifest_dir()
-        .join("../shared/fixtures/memscope/real")
+        .join("fixtures/real/memscope/real")
         .join(format!("{sample}.csv"))
 }
 

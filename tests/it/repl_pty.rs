@@ -26,7 +26,7 @@ impl Fixture {
         let dataset = dir.path().join("real.memq");
         let out = Command::new(env!("CARGO_BIN_EXE_memq"))
             .arg("ingest")
-            .arg(shared_fixture("memscope/real"))
+            .arg(real_fixture("memscope/real"))
             .arg("-o")
             .arg(&dataset)
             .output()
@@ -390,7 +390,7 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
     let f = Fixture::new();
     let dump = f.dir.path().join("baseline.csv");
     std::fs::copy(
-        shared_fixture("memscope/real/v2_compare_baseline.csv"),
+        real_fixture("memscope/real/v2_compare_baseline.csv"),
         &dump,
     )
     .unwrap();

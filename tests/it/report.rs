@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{fixture, shared_dataset, shared_fixture};
+use crate::common::{fixture, shared_dataset, real_fixture};
 
 fn memq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memq"))
@@ -197,7 +197,7 @@ fn g3_fixture_oom_trigger_and_verdict() {
 
 #[test]
 fn real_memscope_samples() {
-    let dir = shared_fixture("memscope/real");
+    let dir = real_fixture("memscope/real");
     for name in [
         "v2_compare_leaks.csv",
         "v1_smoke_multiproc_a.csv",
@@ -225,7 +225,7 @@ fn real_memscope_samples() {
 
 #[tokio::test]
 async fn real_memscope_peak_matches_the_peaks_view() {
-    let input = shared_fixture("memscope/real/v2_compare_leaks.csv");
+    let input = real_fixture("memscope/real/v2_compare_leaks.csv");
     let ds = shared_dataset(std::slice::from_ref(&input)).await;
     let engine = memq_engine::Engine::open(&ds, &memq::catalog())
         .await
@@ -254,7 +254,7 @@ async fn real_memscope_samples_held_memory() {
         "v2_compare_baseline.csv",
         "v1_smoke_multiproc_a.csv",
     ] {
-        let input = shared_fixture(&format!("memscope/real/{name}"));
+        let input = real_fixture(&format!("memscope/real/{name}"));
         let ds = shared_dataset(std::slice::from_ref(&input)).await;
         let engine = memq_engine::Engine::open(&ds, &memq::catalog())
             .await
@@ -307,7 +307,7 @@ async fn real_memscope_samples_held_memory() {
 /// bursts). The runs are counted from `curve_buckets` itself.
 #[tokio::test]
 async fn html_band_is_drawn_per_run_of_buckets() {
-    let input = shared_fixture("memscope/real/v2_compare_leaks.csv");
+    let input = real_fixture("memscope/real/v2_compare_leaks.csv");
     let ds = shared_dataset(std::slice::from_ref(&input)).await;
     let engine = memq_engine::Engine::open(&ds, &memq::catalog())
         .await
@@ -392,7 +392,7 @@ fn many_steps_are_grouped_in_the_growth_chart() {
 }
 
 fn snap(name: &str) -> PathBuf {
-    shared_fixture(&format!("snapshots/real/{name}"))
+    real_fixture(&format!("snapshots/real/{name}"))
 }
 
 #[test]

@@ -15,7 +15,7 @@ fn real_dataset(dir: &Path) -> PathBuf {
     run_ok(
         memq()
             .arg("ingest")
-            .arg(shared_fixture("memscope/real"))
+            .arg(real_fixture("memscope/real"))
             .arg("-o")
             .arg(&ds),
     );
@@ -458,7 +458,7 @@ fn snapshot_dataset(dir: &Path) -> PathBuf {
     run_ok(
         memq()
             .arg("ingest")
-            .arg(shared_fixture("snapshots/real"))
+            .arg(real_fixture("snapshots/real"))
             .arg("-o")
             .arg(&ds),
     );

@@ -1,8 +1,8 @@
 //! Golden figures as sqllogictest files (`tests/slt/*.slt`, the record format DataFusion's own
 //! tests use), run against memq's engine. Supported records:
 //!
-//! - `input shared:REL` / `input repo:REL`: the dataset of the following records — the input at
-//!   `../shared/fixtures/REL` or at `REL` in this repository, ingested once per test run;
+//! - `input real:REL` / `input repo:REL`: the dataset of the following records — the input at
+//!   `fixtures/real/REL` (a real sample) or at `REL` in this repository, ingested once per test run;
 //! - `statement ok` + SQL: the statement must succeed;
 //! - `statement error FRAGMENT` + SQL: it must fail with an error containing FRAGMENT;
 //! - `query TYPES [rowsort]` + SQL + `----` + rows: the result, one row per line, values
@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{fixture_root, rows, shared_engine, shared_fixture};
+use crate::common::{fixture_root, rows, shared_engine, real_fixture};
 
 struct Record {
     line: usize,
@@ -68,9 +68,9 @@ async fn run_file(path: &Path) {
                     .next()
                     .unwrap_or_else(|| panic!("{at}: input needs a path"));
                 let input: PathBuf = match spec.split_once(':') {
-                    Some(("shared", rel)) => shared_fixture(rel),
+                    Some(("real", rel)) => real_fixture(rel),
                     Some(("repo", rel)) => fixture_root().join(rel),
-                    _ => panic!("{at}: input shared:REL or repo:REL"),
+                    _ => panic!("{at}: input real:REL or repo:REL"),
                 };
                 engine = Some(shared_engine(&[input]).await);
             }

@@ -10,11 +10,11 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use memq_snapshot::{read_snapshot, schema};
 
-/// The real snapshots bundled with the shared docs (docs/formats/snapshot.md §0, files A and C).
+/// A real snapshot kept in the repository (docs/formats/snapshot.md §0, files A and C).
 fn real(name: &str) -> PathBuf {
-    let dir = std::env::var("MEMQ_REAL_SNAPSHOTS")
-        .unwrap_or_else(|_| "/work/shared/fixtures/snapshots/real".to_string());
-    let path = Path::new(&dir).join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/real/snapshots/real")
+        .join(name);
     assert!(path.exists(), "missing real snapshot {}", path.display());
     path
 }

@@ -2,7 +2,7 @@
 //! expansions, top blocks, fragmentation, timeline, peak, peak blocks, long-lived blocks, stack
 //! attribution, OOM, compare and state_at.
 //!
-//! On the two real pickles (../shared/fixtures/snapshots/real) the figures are the reference's
+//! On the two real pickles (fixtures/real/snapshots/real) the figures are the reference's
 //! (docs/formats/snapshot.md §7.1) where it is right, and PyTorch MemoryViz's (§6.2, figures of §7.2)
 //! for the timeline and peaks. Where memq deliberately differs from the reference the test
 //! asserting memq's value is named in docs/reference-differences.md.
@@ -28,7 +28,7 @@ const MIB: i64 = 1 << 20;
 
 fn real(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/snapshots/real")
+        .join("fixtures/real/snapshots/real")
         .join(name)
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{open, rows, shared_engine, shared_fixture};
+use crate::common::{open, rows, shared_engine, real_fixture};
 
 const T: i64 = 1_764_900_000_000_000_000;
 
@@ -103,7 +103,7 @@ async fn stage_memory_pairs_ranges_by_name_and_by_id_as_they_nest() {
 #[tokio::test]
 async fn snap_stage_memory_agrees_with_a_scan_of_the_timeline_on_a_real_snapshot() {
     let file = "cuda_transformer_forward.pickle";
-    let engine = shared_engine(&[shared_fixture(&format!("snapshots/real/{file}"))]).await;
+    let engine = shared_engine(&[real_fixture(&format!("snapshots/real/{file}"))]).await;
     let timeline: Vec<(i64, i64, i64)> = rows(
         &engine,
         &format!(

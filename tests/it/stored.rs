@@ -116,7 +116,7 @@ async fn stored_views_are_read_and_equal_the_planned_views() {
 #[tokio::test]
 async fn a_dataset_without_their_inputs_stores_no_views() {
     // A snapshot-only dataset: the OOM views read no table with rows.
-    let pickle = common::shared_fixture("snapshots/real/cuda_small_cpp_frames.pickle");
+    let pickle = common::real_fixture("snapshots/real/cuda_small_cpp_frames.pickle");
     let ing = ingest_temp(&[pickle]).await.unwrap();
     assert!(ing.report.manifest.stored.is_empty());
     assert_eq!(ing.report.manifest.library, None);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Independent expected figures for the real input fixtures memq must ingest.
 
-Plain python3 (stdlib only). Reads ../shared/fixtures/ (relative to the repository root, or the
-directory in $MEMQ_SHARED) and writes, next to this script:
+Plain python3 (stdlib only). Reads the real samples in fixtures/real/ of the repository and
+writes, next to this script:
 
   real_inputs.json           all figures (the rules are described in README.md)
   leaks_dump_msinsight.csv   the rows of leaks_dump_msinsight.db re-written as a G1 msMemScope CSV
@@ -24,8 +24,7 @@ from decimal import Decimal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.environ.get("MEMQ_SHARED") or os.path.join(os.path.dirname(REPO), "shared")
-FIX = os.path.join(SHARED, "fixtures")
+FIX = os.path.join(REPO, "fixtures", "real")
 
 OUT_JSON = os.path.join(HERE, "real_inputs.json")
 OUT_CSV = os.path.join(HERE, "leaks_dump_msinsight.csv")
@@ -275,7 +274,7 @@ def leaks_figures():
 
     live, checks = leaks_live_bytes(mem)
     return {
-        "file": os.path.relpath(LEAKS_DB, SHARED),
+        "file": os.path.relpath(LEAKS_DB, REPO),
         "table": "leaks_dump",
         "columns": COLS,
         "other_tables": ["status_info", "python_trace (0 rows)", "memory_allocation",
@@ -340,7 +339,7 @@ def host_pinned_figures():
         if cur > peak[0]:
             peak = (cur, r["Timestamp(ns)"])
     return {
-        "file": os.path.relpath(PINNED_DB, SHARED),
+        "file": os.path.relpath(PINNED_DB, REPO),
         "table": "memscope_dump", "columns": cols, "pragma_user_version": user_version,
         "rows": len(rows),
         "ids": [r["ID"] for r in rows],
@@ -808,7 +807,7 @@ def snapshot_figures(path):
             "backward_replay": backward_replays(trace, act, segs),
         })
     return {
-        "file": os.path.relpath(path, SHARED), "pickle_protocol": proto, "opcodes": ops,
+        "file": os.path.relpath(path, REPO), "pickle_protocol": proto, "opcodes": ops,
         "top_level": top_kind, "top_keys": top_keys,
         "device_trace_lists": len(traces) if not isinstance(obj, list) else None,
         "trace_entries_per_list": [len(t) for t in traces],
@@ -830,7 +829,7 @@ def snapshot_figures(path):
 def main():
     out = {
         "generated_by": "tests/oracle/real_inputs.py (python %s)" % sys.version.split()[0],
-        "fixtures_root": "../shared/fixtures (paths below are relative to ../shared)",
+        "fixtures_root": "fixtures/real (paths below are relative to the repository root)",
         "leaks_dump_msinsight_db": leaks_figures(),
         "memscope_host_pinned_db": host_pinned_figures(),
         "profiler": profiler_figures(),
