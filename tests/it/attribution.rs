@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::common::{fixture, query_json as query, shared_engine, real_fixture};
+use crate::common::{fixture, query_json as query, real_fixture, shared_engine};
 
 fn int(v: &serde_json::Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))

@@ -782,11 +782,7 @@ fn line_format_and_charts() {
 fn every_command_on_a_raw_input_uses_the_ingest_cache() {
     let dir = tempfile::TempDir::new().unwrap();
     let dump = dir.path().join("baseline.csv");
-    std::fs::copy(
-        real_fixture("memscope/real/v2_compare_baseline.csv"),
-        &dump,
-    )
-    .unwrap();
+    std::fs::copy(real_fixture("memscope/real/v2_compare_baseline.csv"), &dump).unwrap();
     let cache = dir.path().join("cache");
     let cmd = |args: &[&str]| {
         let mut c = memq();

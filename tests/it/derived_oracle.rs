@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use memq_gen::{generate, Format, GenConfig, StopPeriod};
 
-use crate::common::{fixture, fixture_root, int, rows, shared_engine, real_fixture};
+use crate::common::{fixture, fixture_root, int, real_fixture, rows, shared_engine};
 
 /// The oracle views, registered under their own names on `engine`'s session.
 async fn register_oracle(engine: &memq_engine::Engine) {

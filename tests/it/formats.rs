@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{fixture, fixture_root, int, query_json, rows, shared_engine, real_fixture};
+use crate::common::{fixture, fixture_root, int, query_json, real_fixture, rows, shared_engine};
 
 /// The oracle's figures.
 fn oracle() -> Value {

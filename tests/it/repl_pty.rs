@@ -389,11 +389,7 @@ fn start_piped(f: &Fixture, args: &[&Path], stdin: &str) -> String {
 fn raw_dumps_are_ingested_once_into_the_cache() {
     let f = Fixture::new();
     let dump = f.dir.path().join("baseline.csv");
-    std::fs::copy(
-        real_fixture("memscope/real/v2_compare_baseline.csv"),
-        &dump,
-    )
-    .unwrap();
+    std::fs::copy(real_fixture("memscope/real/v2_compare_baseline.csv"), &dump).unwrap();
     let q = "SELECT count(*) AS n FROM events;\n";
     let err = start_piped(&f, &[&dump], q);
     assert!(err.contains("ingested into cache"), "{err}");

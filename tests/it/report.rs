@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{fixture, shared_dataset, real_fixture};
+use crate::common::{fixture, real_fixture, shared_dataset};
 
 fn memq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memq"))

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{fixture_root, rows, shared_engine, real_fixture};
+use crate::common::{fixture_root, real_fixture, rows, shared_engine};
 
 struct Record {
     line: usize,

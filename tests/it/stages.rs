@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{open, rows, shared_engine, real_fixture};
+use crate::common::{open, real_fixture, rows, shared_engine};
 
 const T: i64 = 1_764_900_000_000_000_000;
 

@@ -557,8 +557,7 @@ mod tests {
     /// entries become rows while decoding and are gone from the decoded tree.
     #[test]
     fn real_traces_are_streamed() {
-        let dir =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real/snapshots/real");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real/snapshots/real");
         for (file, rows) in [
             ("cuda_transformer_forward.pickle", 8227), // one device: APPEND
             ("torch_npu_two_devices.pkl", 17832),      // two devices: APPENDS
