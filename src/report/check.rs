@@ -81,16 +81,12 @@ pub fn evaluate(r: &Report, l: &Limits) -> Outcome {
         ));
     }
     if let Some(x) = l.max_leak {
-        let leak_measurable = r
-            .findings
-            .iter()
-            .any(|f| f.kind == "leak" || f.kind == "no_leak");
         checks.push(one(
             "leak",
             "bytes",
-            leak_measurable.then_some(m.leak_bytes as f64),
+            m.leak_bytes.map(|v| v as f64),
             x as f64,
-            None,
+            m.leak_where.clone(),
         ));
     }
     if let Some(x) = l.max_frag {

@@ -121,6 +121,23 @@ struct Builder<'a> {
     sections: Vec<Section>,
     metrics: Metrics,
     start: Option<i64>,
+    /// Growing bytes and cached free bytes per device ("device D" or "SNAPSHOT device D"):
+    /// the cards and `memq check` give the device with the most, and say which.
+    leak_by_device: std::collections::BTreeMap<String, i64>,
+    cached_by_device: std::collections::BTreeMap<String, i64>,
+    /// Some held memory could not be judged (a cannot-conclude finding says which).
+    growth_unknown: bool,
+}
+
+/// The largest value of a per-device map and its device.
+fn worst(by_device: &std::collections::BTreeMap<String, i64>) -> (Option<i64>, Option<String>) {
+    match by_device
+        .iter()
+        .max_by_key(|(k, v)| (**v, std::cmp::Reverse((*k).clone())))
+    {
+        Some((k, v)) => (Some(*v), Some(k.clone())),
+        None => (None, None),
+    }
 }
 
 impl Builder<'_> {
@@ -144,6 +161,9 @@ pub fn build(d: &Data, input: &str) -> Report {
         sections: Vec::new(),
         metrics: Metrics::default(),
         start: d.run_start(),
+        leak_by_device: Default::default(),
+        cached_by_device: Default::default(),
+        growth_unknown: false,
     };
     sources_section(&mut b);
     if d.has_memscope() {
@@ -156,6 +176,19 @@ pub fn build(d: &Data, input: &str) -> Report {
     if d.has_snapshot() {
         snapshot_section(&mut b);
     }
+    if d.has_memscope() {
+        // growth is measurable on msMemScope events: 0 B with no growing owner, unless some
+        // held memory could not be judged (then only a leak found is a figure)
+        let (bytes, at) = worst(&b.leak_by_device);
+        b.metrics.leak_bytes = match bytes {
+            Some(v) => Some(v),
+            None if b.growth_unknown => None,
+            None => Some(0),
+        };
+        b.metrics.leak_where = at;
+    }
+    (b.metrics.cached_free_bytes, b.metrics.cached_free_where) = worst(&b.cached_by_device);
+    renumber(&mut b.sections, &mut b.findings);
     let verdict = verdict(&b);
     let mut notes = d.notes.clone();
     notes.dedup();
@@ -167,6 +200,35 @@ pub fn build(d: &Data, input: &str) -> Report {
         findings: b.findings,
         sections: b.sections,
         notes,
+    }
+}
+
+/// Numbers the sections present in reading order (a snapshot's page has no sections 2–4) and
+/// makes every "section N" of the findings' text follow. A finding's `section` stays the
+/// section's fixed number (the JSON's stable key; `sections` maps it to the shown title).
+fn renumber(sections: &mut [Section], findings: &mut [Finding]) {
+    let mut map = Vec::new();
+    for (i, s) in sections.iter_mut().enumerate() {
+        let new = i as u8 + 1;
+        if let Some((old, rest)) = s.title.split_once(". ") {
+            if let Ok(old) = old.parse::<u8>() {
+                map.push((old, new));
+                s.title = format!("{new}. {rest}");
+            }
+        }
+    }
+    // in two passes through a marker, so that 4 → 2 is not then taken for 2 → 1
+    let rewrite = |text: &mut String| {
+        for (old, new) in &map {
+            *text = text.replace(&format!("section {old}"), &format!("section \u{0}{new}"));
+        }
+        *text = text.replace('\u{0}', "");
+    };
+    for f in findings.iter_mut() {
+        rewrite(&mut f.title);
+        rewrite(&mut f.problem);
+        f.evidence_text.iter_mut().for_each(|t| rewrite(t));
+        f.advice.iter_mut().for_each(|t| rewrite(t));
     }
 }
 
@@ -270,9 +332,10 @@ fn sources_section(b: &mut Builder) {
             }
         }
         if !any("has_oom") && d.snap_oom.is_empty() {
+            // a note on what the dump could hold, not a question this run raised
             let f = cannot(
-                5,
-                "why an out-of-memory error happened",
+                1,
+                "why an out-of-memory error happened, should one happen",
                 "OOM records (OOM_DETAIL rows)",
                 "`--analysis=oom` (config.json analysisType bit 3), which also takes the OOM_Snapshot",
             );
@@ -514,14 +577,14 @@ pub fn classify(vals: &[i64]) -> (&'static str, Vec<usize>) {
 fn shape_words(shape: &str) -> (&'static str, &'static str, Severity) {
     match shape {
         "rising" => (
-            "rises and never comes back down",
-            "a leak or cache accumulation: see section 4 for the owners that grow",
-            Severity::Warning,
+            "rises and does not come back down within the data",
+            "whether that is a leak is decided in the leaks section, on what is held at the end of each step (or, without steps, after the warm-up), not on the curve's ends",
+            Severity::Info,
         ),
         "staircase" => (
-            "climbs in steps and never comes back down",
-            "the pool reserving more in steps (compare with `total`), or one allocation kept per step",
-            Severity::Warning,
+            "climbs in steps and does not come back down within the data",
+            "whether that is a leak is decided in the leaks section, on what is held at the end of each step (or, without steps, after the warm-up), not on the curve's ends",
+            Severity::Info,
         ),
         "rising_with_dips" => (
             "rises overall, with dips",
@@ -616,10 +679,23 @@ fn curve_section(b: &mut Builder) {
             marker,
         })));
     }
-    // shape per series
+    // shape per series; "highest" is the series' peak (view peaks), which a short spike
+    // inside one bucket keeps, not the highest bucket end
     let mut rows = Vec::new();
     for c in cs.iter().filter(|c| c.metric == primary_metric(&c.key.3)) {
         let vals: Vec<i64> = c.pts.iter().map(|p| p.end).collect();
+        let highest = d
+            .peaks
+            .iter()
+            .find(|r| {
+                r.s("source") == c.key.0
+                    && r.i64("pid") == Some(c.key.1)
+                    && r.s("device") == c.key.2
+                    && r.s("pool") == c.key.3
+                    && r.s("metric") == c.metric
+            })
+            .and_then(|r| r.i64("peak_bytes"))
+            .or_else(|| c.pts.iter().map(|p| p.max).max());
         let (shape, turns) = classify(&vals);
         let (words, meaning, sev) = shape_words(shape);
         let turning: Vec<String> = turns
@@ -640,7 +716,7 @@ fn curve_section(b: &mut Builder) {
             c.metric.clone(),
             shape.to_string(),
             ob(vals.first().copied()),
-            ob(vals.iter().max().copied()),
+            ob(highest),
             ob(vals.last().copied()),
             if turning.is_empty() {
                 "—".into()
@@ -669,8 +745,7 @@ fn curve_section(b: &mut Builder) {
         f.evidence.insert("metric".into(), json!(c.metric));
         f.evidence.insert("shape".into(), json!(shape));
         f.evidence.insert("first_bytes".into(), json!(vals.first()));
-        f.evidence
-            .insert("max_bytes".into(), json!(vals.iter().max()));
+        f.evidence.insert("max_bytes".into(), json!(highest));
         f.evidence.insert("last_bytes".into(), json!(vals.last()));
         f.evidence.insert("buckets".into(), json!(vals.len()));
         f.evidence.insert("turning_points".into(), json!(turning));
@@ -678,17 +753,12 @@ fn curve_section(b: &mut Builder) {
             "{} buckets: first {}, highest {}, last {}",
             vals.len(),
             ob(vals.first().copied()),
-            ob(vals.iter().max().copied()),
+            ob(highest),
             ob(vals.last().copied())
         ));
         if !turning.is_empty() {
             f.evidence_text
                 .push(format!("turning points: {}", turning.join("; ")));
-        }
-        if sev >= Severity::Warning {
-            f.advice.push(
-                "Read section 4 (which owners keep growing) before raising memory limits.".into(),
-            );
         }
         // only the non-trivial shapes become findings; the rest stay in the table
         if sev >= Severity::Info && shape != "too_short" {
@@ -894,7 +964,11 @@ fn owners_section(b: &mut Builder) {
                         ob(r.i64("size")),
                         r.s("owner"),
                         r.i64("alloc_ts").map(|t| b.ts(t)).unwrap_or_default(),
-                        r.str("user_frame").unwrap_or("(no stack)").to_string(),
+                        match r.str("user_frame") {
+                            Some(f) => f.to_string(),
+                            None if r.b("has_stack") => "(library frames only)".to_string(),
+                            None => "(no stack)".to_string(),
+                        },
                         r.s("fate"),
                     ]
                 })
@@ -928,22 +1002,58 @@ fn owners_section(b: &mut Builder) {
 
 // ---------------------------------------------------------------- (4) leaks
 
+/// The least memory allocated after the warm-up and held to the end that a run without steps
+/// reports as possible growth: 1 MiB, or 5 % of the pool's peak when that is more (a few
+/// KiB of late buffers kept at exit are noise next to a peak of tens of MiB).
+fn late_floor(d: &Data, pid: Option<i64>, dev: &str, pool: &str) -> i64 {
+    let peak = d
+        .peaks
+        .iter()
+        .filter(|p| {
+            p.i64("pid") == pid
+                && p.s("device") == dev
+                && p.s("pool") == pool
+                && p.s("metric") == primary_metric(pool)
+        })
+        .filter_map(|p| p.i64("peak_bytes"))
+        .max()
+        .unwrap_or(0);
+    (1 << 20).max(peak / 20)
+}
+
+/// The highest reservation (`total`) of the framework pools of a process and device, summed.
+fn framework_reserved(d: &Data, pid: Option<i64>, dev: &str) -> i64 {
+    d.fragmentation
+        .iter()
+        .filter(|r| r.i64("pid") == pid && r.s("device") == dev)
+        .filter_map(|r| r.i64("peak_total"))
+        .sum()
+}
+
 fn leak_section(b: &mut Builder) {
     let d = b.d;
     let mut blocks = Vec::new();
     let has_steps = d.step_evidence();
-    let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
     // Devices with a framework pool: the HAL segments that pool reserves (owner CANN@APP,
     // docs/formats/memscope.md §6) nest the bytes its own owners report, so they are left out of
-    // the totals there; other HAL owners (HCCL buffers, runtime, GE) count.
+    // the totals there and never judged as a leak of their own; other HAL owners (HCCL buffers,
+    // runtime, GE) count.
     let framework_dev: Vec<String> = d
         .leak_owners
         .iter()
         .filter(|r| r.s("pool") != "HAL" && r.s("pool") != "HOST_PINNED")
         .map(|r| r.s("device"))
         .collect();
+    let several_pids = d
+        .leak_owners
+        .iter()
+        .filter_map(|r| r.i64("pid"))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        > 1;
+    let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
+    let mut growth_unknown = false;
     let mut resident = Vec::new();
-    let mut leak_total = 0i64;
     let mut stock_total = 0i64;
     let mut leak_rows = Vec::new();
     for r in d.leak_owners.iter() {
@@ -967,11 +1077,52 @@ fn leak_section(b: &mut Builder) {
         let by_steps = held.len() >= 2 && held.windows(2).all(|w| w[1].1 > w[0].1);
         let first = r.i64("first_alloc_ts").unwrap_or(0);
         let last = r.i64("last_alloc_ts").unwrap_or(0);
-        let by_time = !has_steps
-            && r.i64("blocks").unwrap_or(0) >= 3
-            && (last - first) as f64 > 0.5 * span as f64;
+        // Without steps, growth is what was allocated once the pool recycled memory (after its
+        // first free: the warm-up is over) and is still held at the end, when it is large
+        // enough to matter next to the pool's peak; memory kept from the warm-up is resident.
+        // HAL blocks without an owner include the segments the framework pools of the same
+        // process and device reserve (their cache, which grows as they warm up): only what is
+        // held beyond the pools' highest reservation can be growth of another HAL user.
+        let late = r.i64("late_bytes").unwrap_or(0);
+        let late = if pool == "HAL" && owner == "HAL" {
+            (late - framework_reserved(d, pid, &dev)).max(0)
+        } else {
+            late
+        };
+        let by_time = !has_steps && late >= late_floor(d, pid, &dev, &pool);
         let nested = pool == "HAL" && owner.starts_with("CANN@APP") && framework_dev.contains(&dev);
-        if !(by_steps || by_time) {
+        if nested || !(by_steps || by_time) {
+            // A pool that never released anything in the data has no steady state to measure
+            // growth against: memory it kept allocating over most of the run may be a leak or
+            // a loading phase, and the data cannot tell which.
+            let spread = (last - first) as f64 > 0.5 * span as f64;
+            if !has_steps
+                && !nested
+                && r.i64("first_free_ts").is_none()
+                && r.i64("blocks").unwrap_or(0) >= 3
+                && spread
+                && bytes >= late_floor(d, pid, &dev, &pool)
+            {
+                let mut f = cannot(
+                    4,
+                    &format!(
+                        "whether {} on device {dev} grows ({} held, allocated from {} to {}, never released)",
+                        if owner == pool { format!("{pool} memory") } else { owner.clone() },
+                        fmt_bytes(bytes),
+                        b.ts(first),
+                        b.ts(last)
+                    ),
+                    "step markers, or a trace long enough for the pool to release memory",
+                    "`msmemscope.step()` in the training loop, or mstx ranges named \"step start\"",
+                );
+                f.evidence.insert("pid".into(), json!(pid));
+                f.evidence.insert("device".into(), json!(dev));
+                f.evidence.insert("pool".into(), json!(pool));
+                f.evidence.insert("owner".into(), json!(owner));
+                f.evidence.insert("bytes".into(), json!(bytes));
+                blocks.push(b.push(f));
+                growth_unknown = true;
+            }
             let counted = if nested { 0 } else { bytes };
             resident.push((
                 dev,
@@ -985,12 +1136,24 @@ fn leak_section(b: &mut Builder) {
             continue;
         }
         if !nested {
-            leak_total += bytes;
+            let grown = if by_steps { bytes } else { late };
+            // a device number alone is ambiguous when several processes share it
+            let at = match pid {
+                Some(p) if several_pids => format!("device {dev} pid {p}"),
+                _ => format!("device {dev}"),
+            };
+            *b.leak_by_device.entry(at).or_default() += grown;
         }
         let per_step = if held.len() >= 2 {
             (held[held.len() - 1].1 - held[0].1) / (held.len() as i64 - 1)
         } else {
             0
+        };
+        // blocks without an owner carry the pool's name: say so rather than repeat the pool
+        let who = if owner == pool {
+            format!("{pool} memory without an owner")
+        } else {
+            owner.clone()
         };
         let mut f = finding(
             "leak",
@@ -1000,23 +1163,31 @@ fn leak_section(b: &mut Builder) {
                 Severity::Warning
             },
             4,
-            format!(
-                "Leak: {owner} on device {dev} ({pool}) holds {} and grows",
-                fmt_bytes(bytes)
-            ),
             if by_steps {
                 format!(
-                    "{owner} keeps {} in {} block(s) that are never released, and what it holds grows at the end of every complete step (by {} per step on average).",
+                    "Leak on device {dev} ({pool}): {who} holds {} and grows",
+                    fmt_bytes(bytes)
+                )
+            } else {
+                format!(
+                    "Possible leak on device {dev} ({pool}): {who} still holds {} allocated after the warm-up",
+                    fmt_bytes(late)
+                )
+            },
+            if by_steps {
+                format!(
+                    "{who} keeps {} in {} block(s) that are never released, and what it holds grows at the end of every complete step (by {} per step on average).",
                     fmt_bytes(bytes),
                     r.s("blocks"),
                     fmt_bytes(per_step)
                 )
             } else {
                 format!(
-                    "{owner} keeps {} in {} block(s) never released, allocated across the run ({} to {}); without step markers the growth per step cannot be confirmed.",
+                    "{who} keeps {} in {} block(s) never released; {} of it was allocated after the pool first released memory ({}: its warm-up was over), the last at {}. Without step markers memq cannot tell a leak from a cache that fills once and stays.",
                     fmt_bytes(bytes),
                     r.s("blocks"),
-                    b.ts(first),
+                    fmt_bytes(late),
+                    r.i64("first_free_ts").map(|t| b.ts(t)).unwrap_or_default(),
                     b.ts(last)
                 )
             },
@@ -1028,6 +1199,7 @@ fn leak_section(b: &mut Builder) {
         f.evidence
             .insert("owner_group".into(), json!(r.s("owner_group")));
         f.evidence.insert("bytes".into(), json!(bytes));
+        f.evidence.insert("late_bytes".into(), json!(late));
         f.evidence.insert("blocks".into(), json!(r.i64("blocks")));
         f.evidence
             .insert("stack_top".into(), json!(r.str("stack_top")));
@@ -1043,13 +1215,23 @@ fn leak_section(b: &mut Builder) {
         );
         f.evidence
             .insert("growth_per_step_bytes".into(), json!(per_step));
-        f.evidence_text.push(format!(
-            "held at the end of each complete step: {}",
-            held.iter()
-                .map(|(s, h)| format!("step {s}: {}", fmt_bytes(*h)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        if held.is_empty() {
+            f.evidence_text.push(format!(
+                "held at the end: {} in {} block(s), {} of it allocated after the pool's first free at {}",
+                fmt_bytes(bytes),
+                r.s("blocks"),
+                fmt_bytes(late),
+                r.i64("first_free_ts").map(|t| b.ts(t)).unwrap_or_default()
+            ));
+        } else {
+            f.evidence_text.push(format!(
+                "held at the end of each complete step: {}",
+                held.iter()
+                    .map(|(s, h)| format!("step {s}: {}", fmt_bytes(*h)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         f.evidence_text.push(format!(
             "first allocated {}, last {}",
             b.ts(first),
@@ -1059,9 +1241,16 @@ fn leak_section(b: &mut Builder) {
             Some(s) if !s.is_empty() => f.evidence_text.push(format!("allocated at {s}")),
             _ => f.evidence_text.push("no call stack on these blocks".into()),
         }
-        f.advice.push(format!(
-            "Find where {owner} keeps a reference each step (a list that grows, a tensor kept with its graph: store `loss.item()`, not `loss`)."
-        ));
+        f.advice.push(if by_steps {
+            format!("Find where {who} keeps a reference each step (a list that grows, a tensor kept with its graph: store `loss.item()`, not `loss`).")
+        } else {
+            format!("Find what keeps the late blocks of {who} alive (a list that grows, a tensor kept with its graph, a cache without a bound); the call stacks of these blocks name the line.")
+        });
+        if !by_steps {
+            f.advice.push(
+                "Mark the steps (`msmemscope.step()` in the training loop) so that memq can check whether what is held grows step after step.".into(),
+            );
+        }
         if r.str("stack_top").is_none() {
             f.advice.push(
                 "Collect Python stacks (`--call-stack python:50`) to see the allocating line."
@@ -1078,8 +1267,8 @@ fn leak_section(b: &mut Builder) {
         ]);
         blocks.push(b.push(f));
     }
-    b.metrics.leak_bytes = leak_total;
-    if leak_rows.is_empty() {
+    b.growth_unknown = growth_unknown;
+    if leak_rows.is_empty() && !growth_unknown {
         let mut f = finding(
             "no_leak",
             Severity::Ok,
@@ -1307,7 +1496,7 @@ fn oom_label(rule: &str) -> (&'static str, &'static str) {
         ),
         "fragmentation" => (
             "fragmentation or pool-expansion failure",
-            "Enough memory was free but not in one piece: set expandable_segments:True (or max_split_size_mb), see section 6.",
+            "Enough memory was free but not in one piece: set expandable_segments:True, or max_split_size_mb where expandable segments cannot be used (section 6).",
         ),
         _ => ("undetermined", "Collect OOM records with snapshots (`--analysis=oom`) to decide."),
     }
@@ -1526,13 +1715,19 @@ fn oom_section(b: &mut Builder) {
 
 // ---------------------------------------------------------------- (6) fragmentation
 
-fn settings_advice() -> Vec<String> {
-    vec![
-        "`expandable_segments:True` (PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF): segments grow in place, so memory freed in one place serves the next large request.".into(),
-        "or `max_split_size_mb:N`: cached blocks larger than N MB are never split, keeping big holes for big requests. Choose one of the two: with expandable segments there is little left for the split limit to do.".into(),
-        "`garbage_collection_threshold:0.8` frees unused cached blocks before the limit is reached (it acts relative to the per-process memory fraction), instead of a costly flush-and-retry under pressure.".into(),
-        "`empty_cache()` returns wholly free cached segments to the device; it does not fix holes inside segments that still hold live blocks.".into(),
-    ]
+/// The allocator settings that act on fragmentation, each advice a whole sentence; with
+/// expandable segments already on, the split limit is not offered (it has little left to do).
+fn settings_advice(expandable: bool) -> Vec<String> {
+    let mut advice = Vec::new();
+    if expandable {
+        advice.push("Expandable segments are already on, so a split limit (`max_split_size_mb`) has little left to do: reduce what is live at the peak instead (the largest holders are listed with the peak).".into());
+    } else {
+        advice.push("Set `expandable_segments:True` (PYTORCH_CUDA_ALLOC_CONF / PYTORCH_NPU_ALLOC_CONF): segments then grow in place, so memory freed in one place serves the next large request.".into());
+        advice.push("Where expandable segments cannot be used, set `max_split_size_mb:N` instead: cached blocks larger than N MB are then never split, which keeps big holes for big requests.".into());
+    }
+    advice.push("Set `garbage_collection_threshold:0.8` to free unused cached blocks before the limit is reached (it acts relative to the per-process memory fraction), instead of a costly flush-and-retry under pressure.".into());
+    advice.push("Call `empty_cache()` to return wholly free cached segments to the device; it does not fix holes inside segments that still hold live blocks.".into());
+    advice
 }
 
 fn frag_section(b: &mut Builder) {
@@ -1546,7 +1741,9 @@ fn frag_section(b: &mut Builder) {
         if total <= 0 {
             continue;
         }
-        b.metrics.cached_free_bytes = Some(b.metrics.cached_free_bytes.unwrap_or(0) + idle.max(0));
+        *b.cached_by_device
+            .entry(format!("device {}", r.s("device")))
+            .or_default() += idle.max(0);
         let mut f = finding(
             "cached_free",
             Severity::Info,
@@ -1599,7 +1796,9 @@ fn frag_section(b: &mut Builder) {
         let n: i64 = d.expansions.iter().filter_map(|r| r.i64("n")).sum();
         let mut f = finding(
             "pool_expansion",
-            if n > 20 { Severity::Warning } else { Severity::Info },
+            // Expansions are how a caching pool warms up; a count alone is no problem (the
+            // fragmentation rules judge whether the cache failed to reuse its free blocks).
+            Severity::Info,
             6,
             format!("The pools grew their reservation {n} time(s)"),
             "Each expansion asks the driver for a new segment; many expansions at low usage mean the cache could not reuse its free blocks.".into(),
@@ -1628,7 +1827,7 @@ fn frag_section(b: &mut Builder) {
         f.evidence
             .insert("expandable_segments".into(), json!(expandable));
         if n > 20 && !expandable {
-            f.advice.push(settings_advice()[0].clone());
+            f.advice.push(settings_advice(false)[0].clone());
         }
         blocks.push(b.push(f));
     }
@@ -1676,7 +1875,9 @@ fn frag_section(b: &mut Builder) {
         } else {
             0.0
         };
-        b.metrics.cached_free_bytes = Some(b.metrics.cached_free_bytes.unwrap_or(0) + empty);
+        *b.cached_by_device
+            .entry(format!("{snap} device {dev}"))
+            .or_default() += empty;
         if b.metrics.frag_pct.is_none_or(|x| pct > x) {
             b.metrics.frag_pct = Some(pct);
             b.metrics.frag_where = Some(format!("{snap} device {dev}"));
@@ -1692,7 +1893,10 @@ fn frag_section(b: &mut Builder) {
             .snap_oom
             .iter()
             .any(|o| o.s("snapshot") == snap && o.i64("device") == Some(dev));
-        let sev = if unusable >= 1 << 30 && pct >= 30.0 || oom_here && unusable > 0 && pct >= 30.0 {
+        // A problem when it cost a request (an OOM on this device) or wastes a real share of the
+        // device: at least 1 GiB and a tenth of what is reserved. Less is noted, not flagged.
+        let costly = unusable >= 1 << 30 && unusable as f64 >= 0.1 * reserved as f64;
+        let sev = if pct >= 30.0 && (costly || oom_here && unusable > 0) {
             Severity::Warning
         } else if free == 0 {
             Severity::Ok
@@ -1787,12 +1991,7 @@ fn frag_section(b: &mut Builder) {
                 f.evidence_text
                     .push(format!("allocator settings: {}", settings.join(", ")));
             }
-            for (i, a) in settings_advice().into_iter().enumerate() {
-                if i == 0 && expandable {
-                    continue;
-                }
-                f.advice.push(a);
-            }
+            f.advice.extend(settings_advice(expandable));
         }
         blocks.push(b.push(f));
     }
@@ -1866,17 +2065,31 @@ fn snapshot_section(b: &mut Builder) {
         let rp = r.i64("reserved_peak").unwrap_or(0);
         if b.metrics.peak_bytes.is_none_or(|x| ap > x) {
             b.metrics.peak_bytes = Some(ap);
-            b.metrics.peak_where = Some(format!("{snap} device {dev} active"));
+            b.metrics.peak_where = Some(if r.b("trace_wrapped") {
+                format!(
+                    "{snap} device {dev} active, in the kept trace window only: the trace wrapped"
+                )
+            } else {
+                format!("{snap} device {dev} active")
+            });
         }
         if b.metrics.reserved_bytes.is_none_or(|x| rp > x) {
             b.metrics.reserved_bytes = Some(rp);
             b.metrics.reserved_where = Some(format!("{snap} device {dev} reserved"));
         }
+        // A ring buffer that wrapped kept only the last entries: the level before them is
+        // unknown, so the highest level seen is the peak of the window, not of the run.
+        let wrapped = r.b("trace_wrapped");
+        let peak_words = if wrapped {
+            "peak in the kept trace window"
+        } else {
+            "true peak"
+        };
         let mut f = finding(
             "snapshot_peak",
             Severity::Info,
             7,
-            format!("{snap} device {dev}: true peak {} active, {} reserved", fmt_bytes(ap), fmt_bytes(rp)),
+            format!("{snap} device {dev}: {peak_words} {} active, {} reserved", fmt_bytes(ap), fmt_bytes(rp)),
             format!(
                 "Active memory (live tensors, requested bytes, including those allocated before the trace window) peaks at {} at trace entry {}; reserved memory peaks at {} at entry {}.{}",
                 fmt_bytes(ap),
@@ -1911,20 +2124,82 @@ fn snapshot_section(b: &mut Builder) {
             };
             f.evidence.insert(c.into(), v);
         }
-        let top: Vec<Row> = d
-            .snap_peak_blocks
+        // what holds the peak: the allocations summed by user frame, not single blocks
+        let split: Vec<Row> = d
+            .snap_peak_split
             .iter()
             .filter(|x| x.s("snapshot") == snap && x.i64("device") == Some(dev))
             .collect();
-        for x in top.iter().take(3) {
+        for x in split
+            .iter()
+            .filter(|x| x.s("dimension") == "user_frame")
+            .take(3)
+        {
             f.evidence_text.push(format!(
-                "{} ({:.1} % of the peak) from {}",
-                ob(x.i64("size")),
+                "{} ({:.1} % of the peak, {} allocation(s)) from {}",
+                ob(x.i64("bytes")),
                 x.f64("pct_of_peak").unwrap_or(0.0),
-                x.str("user_frame").unwrap_or("(no stack)")
+                x.s("blocks"),
+                x.s("key")
             ));
         }
         blocks.push(b.push(f));
+        if !split.is_empty() {
+            blocks.push(table(
+                &format!(
+                    "What holds memory at the peak — {snap} device {dev} (view snap_peak_split)"
+                ),
+                &[
+                    "by",
+                    "user frame or category",
+                    "bytes",
+                    "% of peak",
+                    "allocations",
+                ],
+                split
+                    .iter()
+                    .map(|x| {
+                        vec![
+                            x.s("dimension").replace('_', " "),
+                            x.s("key"),
+                            ob(x.i64("bytes")),
+                            format!("{:.1}", x.f64("pct_of_peak").unwrap_or(0.0)),
+                            x.s("blocks"),
+                        ]
+                    })
+                    .collect(),
+            ));
+        }
+        if wrapped {
+            let entries = r.i64("entries").unwrap_or(0);
+            let kept = if entries == 1 {
+                "entry".to_string()
+            } else {
+                format!("{entries} entries")
+            };
+            let mut w = finding(
+                "trace_wrapped",
+                Severity::Warning,
+                7,
+                format!("{snap} device {dev}: the trace wrapped; the peak before its last {kept} is unknown"),
+                format!(
+                    "The allocator's trace is a ring buffer and it kept only its last {kept} (it frees addresses it never saw allocated). Within them active memory peaks at {}, but anything higher before the window is lost: the run's true peak cannot be concluded from this snapshot.",
+                    fmt_bytes(ap)
+                ),
+            );
+            w.evidence.insert("snapshot".into(), json!(snap));
+            w.evidence.insert("device".into(), json!(dev));
+            w.evidence.insert("entries".into(), json!(entries));
+            w.evidence.insert("window_active_peak".into(), json!(ap));
+            w.evidence_text.push(format!(
+                "snap_peak.trace_wrapped is true; {entries} entries kept; highest active level in them {}",
+                fmt_bytes(ap)
+            ));
+            w.advice.push(format!(
+                "Record again with a ring buffer larger than the run: `torch.cuda.memory._record_memory_history(max_entries=N)` with N well above {entries}, or dump the snapshot earlier (right after the step that peaks)."
+            ));
+            blocks.push(b.push(w));
+        }
         // timeline
         let tl: Vec<Row> = d
             .snap_timeline
@@ -1996,9 +2271,16 @@ fn snapshot_section(b: &mut Builder) {
                 })));
             }
         }
+        let top: Vec<Row> = d
+            .snap_peak_blocks
+            .iter()
+            .filter(|x| x.s("snapshot") == snap && x.i64("device") == Some(dev))
+            .collect();
         if !top.is_empty() {
             blocks.push(table(
-                &format!("Allocations live at the active peak — {snap} device {dev}"),
+                &format!(
+                    "The largest single allocations live at the active peak — {snap} device {dev}"
+                ),
                 &[
                     "#",
                     "size",
@@ -2313,10 +2595,19 @@ fn verdict(b: &Builder) -> Verdict {
     let severity = problems.first().map(|f| f.severity).unwrap_or(Severity::Ok);
     let summary = if problems.is_empty() {
         format!(
-            "No leak, out-of-memory event or fragmentation problem found; {peak}{}.",
+            "{}; {peak}{}.",
+            if b.growth_unknown {
+                "No out-of-memory event or fragmentation problem found; whether memory grows cannot be concluded from this input (see the leaks section)"
+            } else {
+                "No leak, out-of-memory event or fragmentation problem found"
+            },
             m.cached_free_bytes
                 .filter(|c| *c > 0)
-                .map(|c| format!(", {} cached free (not fragmentation)", fmt_bytes(c)))
+                .map(|c| format!(
+                    ", {} cached free on {} (not fragmentation)",
+                    fmt_bytes(c),
+                    m.cached_free_where.as_deref().unwrap_or("one device")
+                ))
                 .unwrap_or_default()
         )
     } else {
@@ -2325,10 +2616,10 @@ fn verdict(b: &Builder) -> Verdict {
             "{} problem(s): {}. {peak}{}.",
             problems.len(),
             names.join("; "),
-            if m.leak_bytes > 0 {
-                format!(", {} growing without return", fmt_bytes(m.leak_bytes))
-            } else {
-                String::new()
+            match (m.leak_bytes, &m.leak_where) {
+                (Some(l), Some(w)) if l > 0 =>
+                    format!(", {} growing without return on {w}", fmt_bytes(l)),
+                _ => String::new(),
             }
         )
     };
@@ -2343,21 +2634,41 @@ fn verdict(b: &Builder) -> Verdict {
             break;
         }
     }
-    // fill with what would make the diagnosis possible
-    for f in b.findings.iter().filter(|f| f.cannot_conclude.is_some()) {
+    // fill with what would make the diagnosis possible: one action per thing to collect,
+    // naming everything it would let memq conclude (one device or many)
+    let mut wanted: Vec<(&CannotConclude, Vec<&str>)> = Vec::new();
+    // what the analyses needed (sections after the sources) before what the dump lacks in general
+    let mut asking: Vec<&Finding> = b.findings.iter().collect();
+    asking.sort_by_key(|f| f.section <= 1);
+    for f in asking {
+        let Some(c) = &f.cannot_conclude else {
+            continue;
+        };
+        let what = f
+            .evidence
+            .get("what")
+            .and_then(|v| v.as_str())
+            .unwrap_or("more");
+        match wanted
+            .iter_mut()
+            .find(|(w, _)| w.missing == c.missing && w.collect_with == c.collect_with)
+        {
+            Some((_, whats)) => whats.push(what),
+            None => wanted.push((c, vec![what])),
+        }
+    }
+    for (c, whats) in wanted {
         if actions.len() >= 3 {
             break;
         }
-        if let Some(c) = &f.cannot_conclude {
-            actions.push(format!(
-                "Collect {} ({}) to conclude {}.",
-                c.missing,
-                c.collect_with,
-                f.evidence
-                    .get("what")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("more")
-            ));
+        let action = format!(
+            "Collect {} ({}) to conclude {}.",
+            c.missing,
+            c.collect_with,
+            whats.join("; ")
+        );
+        if !actions.contains(&action) {
+            actions.push(action);
         }
     }
     if actions.is_empty() {

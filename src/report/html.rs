@@ -759,7 +759,7 @@ pub fn render(r: &Report) -> String {
     o.push_str("</nav>\n");
     let _ = write!(
         o,
-        "<div id=\"verdict\" class=\"verdict {}\"><h2>8. Verdict</h2><p>{}</p><b>Do first:</b><ol>",
+        "<div id=\"verdict\" class=\"verdict {}\"><h2>Verdict</h2><p>{}</p><b>Do first:</b><ol>",
         r.verdict.severity.as_str(),
         esc(&r.verdict.summary)
     );
@@ -789,7 +789,18 @@ pub fn render(r: &Report) -> String {
         m.reserved_bytes.map(fmt_bytes).unwrap_or("—".into()),
         m.reserved_where.as_ref(),
     );
-    card(&mut o, "Growing (leak)", fmt_bytes(m.leak_bytes), None);
+    card(
+        &mut o,
+        "Growing (leak)",
+        m.leak_bytes
+            .map(fmt_bytes)
+            .unwrap_or_else(|| "cannot tell".into()),
+        Some(&match (&m.leak_bytes, &m.leak_where) {
+            (None, _) => "the input cannot tell".to_string(),
+            (Some(_), Some(w)) => w.clone(),
+            (Some(_), None) => "no device grows".to_string(),
+        }),
+    );
     card(
         &mut o,
         "Fragmentation",
@@ -804,7 +815,10 @@ pub fn render(r: &Report) -> String {
         &mut o,
         "Cached free",
         m.cached_free_bytes.map(fmt_bytes).unwrap_or("—".into()),
-        Some(&"empty_cache() returns it".to_string()),
+        Some(&match &m.cached_free_where {
+            Some(w) => format!("{w}; empty_cache() returns it"),
+            None => "empty_cache() returns it".to_string(),
+        }),
     );
     card(&mut o, "OOM events", m.oom_events.to_string(), None);
     if let Some(s) = m.segments {

@@ -234,11 +234,11 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(
         out,
         "Peak {} · reserved {} · growing {} · fragmentation {} · cached free {} · OOM events {} · devices {}\n",
-        m.peak_bytes.map(fmt_bytes).unwrap_or("—".into()),
-        m.reserved_bytes.map(fmt_bytes).unwrap_or("—".into()),
-        fmt_bytes(m.leak_bytes),
-        m.frag_pct.map(fmt_pct).unwrap_or("not measurable".into()),
-        m.cached_free_bytes.map(fmt_bytes).unwrap_or("—".into()),
+        with_where(m.peak_bytes.map(fmt_bytes), &m.peak_where, "—"),
+        with_where(m.reserved_bytes.map(fmt_bytes), &m.reserved_where, "—"),
+        with_where(m.leak_bytes.map(fmt_bytes), &m.leak_where, "cannot tell"),
+        with_where(m.frag_pct.map(fmt_pct), &m.frag_where, "not measurable"),
+        with_where(m.cached_free_bytes.map(fmt_bytes), &m.cached_free_where, "—"),
         m.oom_events,
         m.devices
     );
@@ -283,4 +283,13 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(out, "---\n{}", r.generated);
     out
+}
+
+/// A card's figure with where it was measured: `12.00 MiB (device 1)`.
+fn with_where(value: Option<String>, at: &Option<String>, none: &str) -> String {
+    match (value, at) {
+        (Some(v), Some(w)) => format!("{v} ({w})"),
+        (Some(v), None) => v,
+        (None, _) => none.to_string(),
+    }
 }

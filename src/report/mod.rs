@@ -401,13 +401,17 @@ pub struct Metrics {
     /// Highest reservation: memscope pool `total` peak, or snapshot reserved peak.
     pub reserved_bytes: Option<i64>,
     pub reserved_where: Option<String>,
-    /// Bytes of memory that grows without return (growing leak owners).
-    pub leak_bytes: i64,
+    /// Bytes of memory that grows without return (growing leak owners) on the device that
+    /// holds most of it; `None` when the input cannot tell (no msMemScope events).
+    pub leak_bytes: Option<i64>,
+    pub leak_where: Option<String>,
     /// Largest fragmentation (free memory that cannot serve a request), percent.
     pub frag_pct: Option<f64>,
     pub frag_where: Option<String>,
-    /// Cached free memory the allocator holds (returned by empty_cache()).
+    /// Cached free memory the allocator holds (returned by empty_cache()), on the device that
+    /// holds most of it.
     pub cached_free_bytes: Option<i64>,
+    pub cached_free_where: Option<String>,
     pub oom_events: i64,
     pub devices: i64,
     pub segments: Option<i64>,
@@ -465,6 +469,7 @@ pub struct Data {
     pub snap_overview: Rows,
     pub snap_peak: Rows,
     pub snap_peak_blocks: Rows,
+    pub snap_peak_split: Rows,
     pub snap_frag: Rows,
     pub snap_frag_top: Rows,
     pub snap_long_lived: Rows,
@@ -652,6 +657,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     if let Some(a) = snap {
         d.snap_peak = d.filter_dev(take(a.peak));
         d.snap_peak_blocks = d.filter_dev(take(a.peak_blocks));
+        d.snap_peak_split = d.filter_dev(take(a.peak_split));
         d.snap_frag = d.filter_dev(take(a.frag));
         d.snap_frag_top = d.filter_dev(take(a.frag_top));
         d.snap_long_lived = d.filter_dev(take(a.long_lived));
@@ -767,12 +773,21 @@ fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
              WHERE rn <= 8 ORDER BY device, pool, pid, rn",
         ),
         // (4) leaks
+        // late_bytes: held to the end and allocated after the series first released memory
+        // (first_free_ts: its warm-up is over, it recycles memory), what a dump without steps
+        // can say about growth
         leak_owners: b.add(
-            "leak_summary",
-            "SELECT pid, device, pool, owner, MAX(owner_group) AS owner_group, SUM(blocks) AS blocks, SUM(bytes) AS bytes, \
-             SUM(stock_blocks) AS stock_blocks, SUM(stock_bytes) AS stock_bytes, MAX(stack_top) AS stack_top, \
-             MIN(first_alloc_ts) AS first_alloc_ts, MAX(last_alloc_ts) AS last_alloc_ts \
-             FROM leak_summary GROUP BY pid, device, pool, owner ORDER BY bytes DESC, device, pool, owner",
+            "leak_candidates",
+            "WITH first_free AS (SELECT source, pid, device, pool, MIN(free_ts) AS t FROM blocks \
+             WHERE free_kind = 'real' GROUP BY source, pid, device, pool) \
+             SELECT c.pid, c.device, c.pool, c.owner, MAX(c.owner_group) AS owner_group, \
+             COUNT(CASE WHEN NOT c.stock THEN 1 END) AS blocks, COALESCE(SUM(CASE WHEN NOT c.stock THEN c.size END), 0) AS bytes, \
+             COALESCE(SUM(CASE WHEN NOT c.stock AND c.alloc_ts > f.t THEN c.size END), 0) AS late_bytes, MIN(f.t) AS first_free_ts, \
+             COUNT(CASE WHEN c.stock THEN 1 END) AS stock_blocks, COALESCE(SUM(CASE WHEN c.stock THEN c.size END), 0) AS stock_bytes, \
+             MAX(c.stack_top) AS stack_top, MIN(CASE WHEN NOT c.stock THEN c.alloc_ts END) AS first_alloc_ts, \
+             MAX(CASE WHEN NOT c.stock THEN c.alloc_ts END) AS last_alloc_ts \
+             FROM leak_candidates c LEFT JOIN first_free f ON f.source = c.source AND f.pid = c.pid AND f.device = c.device AND f.pool = c.pool \
+             GROUP BY c.pid, c.device, c.pool, c.owner ORDER BY bytes DESC, c.device, c.pool, c.owner",
         ),
         leak_steps: b.add(
             "leak_candidates x steps",
@@ -865,7 +880,7 @@ fn breakdown_asks(b: &mut Batch, d: &Data) -> Vec<(PeakBreakdown, [usize; 3])> {
         let blocks = b.add(
             "blocks",
             format!(
-                "SELECT size, owner, alloc_ts, stack_frame(stack_py, 1) AS user_frame, fate FROM blocks \
+                "SELECT size, owner, alloc_ts, user_frame(stack_py) AS user_frame, COALESCE(stack_py, '') <> '' AS has_stack, fate FROM blocks \
                  WHERE {w} AND pool = {p} AND alloc_ts <= {peak_ts} AND (end_ts IS NULL OR end_ts > {peak_ts}) \
                  ORDER BY size DESC, alloc_ts LIMIT 10"
             ),
@@ -891,6 +906,7 @@ fn breakdown_asks(b: &mut Batch, d: &Data) -> Vec<(PeakBreakdown, [usize; 3])> {
 struct SnapshotAsks {
     peak: usize,
     peak_blocks: usize,
+    peak_split: usize,
     frag: usize,
     frag_top: usize,
     long_lived: usize,
@@ -910,6 +926,13 @@ fn snapshot_asks(b: &mut Batch) -> SnapshotAsks {
             "snap_peak_blocks",
             "SELECT snapshot, device, peak_bytes, rank, size, pct_of_peak, origin, end_kind, user_frame, user_path, call_path \
              FROM snap_peak_blocks WHERE rank <= 10 ORDER BY snapshot, device, rank",
+        ),
+        // the largest user frames and categories at the peak (user_frame rows first)
+        peak_split: b.add(
+            "snap_peak_split",
+            "SELECT * FROM (SELECT snapshot, device, peak_bytes, dimension, key, bytes, blocks, pct_of_peak, \
+             ROW_NUMBER() OVER (PARTITION BY snapshot, device, dimension ORDER BY bytes DESC, key) AS rn FROM snap_peak_split) \
+             WHERE rn <= 8 ORDER BY snapshot, device, dimension DESC, rn",
         ),
         frag: b.add(
             "snap_fragmentation",

@@ -10,6 +10,7 @@ mod cluster;
 mod crash;
 mod cross_rank;
 mod derived_oracle;
+mod diagnosis;
 mod formats;
 mod gen_truth;
 mod gen_truth_more;

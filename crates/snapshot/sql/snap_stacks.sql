@@ -15,9 +15,16 @@
 --               libraries, by the rule function user_frame applies to msMemScope stacks too
 --               (docs/attribution.md: not under site-packages, dist-packages, lib/python*,
 --               torch/, torch_npu/, Ascend/, inductor's torchinductor_* code, frozen or
---               generated modules); failing that the innermost
---               Python frame; failing that the innermost frame that MemoryViz's display filter
---               keeps (docs/formats/snapshot.md §6.1) and that is not the caching allocator.
+--               generated modules); failing that the innermost library Python frame that is
+--               not framework plumbing (torch/nn/modules/module.py, torch/_ops.py, torch/_dynamo/,
+--               torch/utils/_contextlib.py, torch/overrides.py, _python_dispatch.py,
+--               parallel_apply.py: they call the code that allocates, they do not decide it);
+--               failing that, on autograd's own thread, the work autograd did:
+--               'gradients (AccumulateGrad)', 'autograd: <Node>' (e.g. SubBackward0) or
+--               'autograd (backward pass)'; failing that the innermost native frame that
+--               MemoryViz's display filter keeps (docs/formats/snapshot.md §6.1) and that is not
+--               allocator or dispatch machinery (c10::, at::detail::, at::_ops::, at::meta::,
+--               TensorIterator, autograd's VariableType and engine); NULL when none is left.
 --               Python frames are written `filename:line:name` as MemoryViz writes frames,
 --               native frames by their name alone.
 --   user_path   up to 5 such user frames, innermost first, `file:line:name` with the file's
@@ -61,7 +68,18 @@ frame_flags AS (
                 OR strpos(COALESCE(filename, ''), 'Objects/methodobject.c') > 0
                 OR strpos(COALESCE(filename, ''), 'pycore_ceval.h') > 0
                 OR strpos(COALESCE(filename, ''), 'ceval.c') > 0
-                OR strpos(COALESCE(filename, ''), 'cpython/abstract.h') > 0) AS is_shown
+                OR strpos(COALESCE(filename, ''), 'cpython/abstract.h') > 0) AS is_shown,
+           -- Python frames that only pass the call on
+           ends_with(COALESCE(filename, ''), '.py')
+             AND regexp_like(filename, '/torch/(nn/modules/module\.py|_ops\.py|overrides\.py|_dynamo/|utils/_contextlib\.py|utils/_python_dispatch\.py|nn/parallel/parallel_apply\.py)') AS is_plumbing_py,
+           -- native allocator, dispatch and autograd-engine frames
+           regexp_like(COALESCE(name, ''), '^(c10::|at::detail::|at::TensorBase at::detail::|at::_ops::|at::meta::|at::TensorIteratorBase::|at::\(anonymous namespace\)::create_out|torch::autograd::VariableType::|torch::autograd::Engine::|torch::autograd::Node::|torch::autograd::python::|torch::unwind::|torch::CapturedTraceback::|torch::cuda::)') AS is_plumbing_native,
+           -- what autograd's own thread was doing
+           CASE WHEN strpos(COALESCE(name, ''), 'AccumulateGrad') > 0 THEN 'gradients (AccumulateGrad)'
+                WHEN regexp_like(COALESCE(name, ''), '^torch::autograd::generated::[A-Za-z0-9_]+::apply')
+                  THEN 'autograd: ' || regexp_match(name, '^torch::autograd::generated::([A-Za-z0-9_]+)::apply')[1]
+                WHEN starts_with(COALESCE(name, ''), 'torch::autograd::Engine::evaluate_function') THEN 'autograd (backward pass)'
+           END AS autograd_work
     FROM snap_frames
 ),
 -- the reference's call path: frames it does not skip, numbered from the innermost
@@ -82,16 +100,20 @@ reference_paths AS (
     WHERE n <= 5
     GROUP BY snapshot, stack_id
 ),
--- candidates for the user frame: 1 = user Python, 2 = any Python, 3 = shown native frame
+-- candidates for the user frame: 1 = user Python, 2 = library Python that is not plumbing,
+-- 3 = autograd's work, 4 = shown native frame that is not machinery
 user_candidates AS (
     SELECT snapshot, stack_id, depth, is_user,
            CASE WHEN is_python
                 THEN filename || ':' || CAST(COALESCE(line, 0) AS VARCHAR) || ':' || COALESCE(name, '??')
+                WHEN autograd_work IS NOT NULL THEN autograd_work
                 ELSE COALESCE(name, '??') END AS frame_text,
            regexp_replace(COALESCE(filename, '??'), '^.*/', '') || ':' || CAST(COALESCE(line, 0) AS VARCHAR) || ':' || COALESCE(name, '??') AS short_text,
-           CASE WHEN is_user THEN 1 WHEN is_python THEN 2 ELSE 3 END AS class
+           CASE WHEN is_user THEN 1 WHEN is_python THEN 2 WHEN autograd_work IS NOT NULL THEN 3 ELSE 4 END AS class
     FROM frame_flags
-    WHERE is_python OR is_shown
+    WHERE (is_python AND NOT is_plumbing_py)
+       OR autograd_work IS NOT NULL
+       OR (is_shown AND NOT is_python AND NOT is_plumbing_native)
 ),
 user_frames AS (
     SELECT snapshot, stack_id,

@@ -172,6 +172,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snap_overview",
     "snap_peak",
     "snap_peak_blocks",
+    "snap_peak_split",
     "snap_segment_types",
     "snap_stack_attribution",
     "snap_stacks",
