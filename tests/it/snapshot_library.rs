@@ -309,7 +309,8 @@ async fn top_blocks_match_the_reference_with_readable_call_paths() {
     assert!(s(&rows[2], "call_path").ends_with(
         "→ at::TensorBase at::detail::_empty_strided_generic<c10::ArrayRef<long> >(c10::..."
     ));
-    // ... and the user code behind it (a backward-pass thread without Python frames names the op)
+    // ... and the user code behind it (a backward-pass thread without Python frames: the frame
+    // that says what the memory is for, cuBLAS's workspace, before the autograd node)
     assert_eq!(s(&rows[0], "user_frame"), "at::cuda::getNewWorkspace()");
     assert_eq!(
         s(&rows[2], "user_frame"),

@@ -19,7 +19,9 @@
 --               not framework plumbing (torch/nn/modules/module.py, torch/_ops.py, torch/_dynamo/,
 --               torch/utils/_contextlib.py, torch/overrides.py, _python_dispatch.py,
 --               parallel_apply.py: they call the code that allocates, they do not decide it);
---               failing that, on autograd's own thread, the work autograd did:
+--               failing that a native frame that says what the memory is for (a workspace,
+--               e.g. at::cuda::getNewWorkspace() of cuBLAS); failing that, on autograd's own
+--               thread, the work autograd did:
 --               'gradients (AccumulateGrad)', 'autograd: <Node>' (e.g. SubBackward0) or
 --               'autograd (backward pass)'; failing that the innermost native frame that
 --               MemoryViz's display filter keeps (docs/formats/snapshot.md §6.1) and that is not
@@ -101,7 +103,7 @@ reference_paths AS (
     GROUP BY snapshot, stack_id
 ),
 -- candidates for the user frame: 1 = user Python, 2 = library Python that is not plumbing,
--- 3 = autograd's work, 4 = shown native frame that is not machinery
+-- 3 = a native workspace, 4 = autograd's work, 5 = shown native frame that is not machinery
 user_candidates AS (
     SELECT snapshot, stack_id, depth, is_user,
            CASE WHEN is_python
@@ -109,7 +111,9 @@ user_candidates AS (
                 WHEN autograd_work IS NOT NULL THEN autograd_work
                 ELSE COALESCE(name, '??') END AS frame_text,
            regexp_replace(COALESCE(filename, '??'), '^.*/', '') || ':' || CAST(COALESCE(line, 0) AS VARCHAR) || ':' || COALESCE(name, '??') AS short_text,
-           CASE WHEN is_user THEN 1 WHEN is_python THEN 2 WHEN autograd_work IS NOT NULL THEN 3 ELSE 4 END AS class
+           CASE WHEN is_user THEN 1 WHEN is_python THEN 2
+                WHEN NOT is_plumbing_native AND strpos(lower(COALESCE(name, '')), 'workspace') > 0 THEN 3
+                WHEN autograd_work IS NOT NULL THEN 4 ELSE 5 END AS class
     FROM frame_flags
     WHERE (is_python AND NOT is_plumbing_py)
        OR autograd_work IS NOT NULL
