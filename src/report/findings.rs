@@ -617,8 +617,7 @@ fn curve_section(b: &mut Builder) {
     devices.dedup();
     for (pid, dev) in &devices {
         let mut series = Vec::new();
-        let mut marker = None;
-        let mut best = -1i64;
+        let mut markers: Vec<(f64, f64, String)> = Vec::new();
         for c in cs.iter().filter(|c| c.key.1 == *pid && &c.key.2 == dev) {
             // a series that stays at 0 B (e.g. HAL rows of device N/A) draws nothing
             if c.metric != primary_metric(&c.key.3) || c.pts.iter().all(|p| p.max <= 0) {
@@ -653,9 +652,8 @@ fn curve_section(b: &mut Builder) {
                 let (Some(pb), Some(pt)) = (p.i64("peak_bytes"), p.i64("peak_ts")) else {
                     continue;
                 };
-                if pb > best && c.key.3 != "HOST_PINNED" {
-                    best = pb;
-                    marker = Some((
+                if c.key.3 != "HOST_PINNED" {
+                    markers.push((
                         b.rel_s(pt),
                         pb as f64,
                         format!(
@@ -671,12 +669,28 @@ fn curve_section(b: &mut Builder) {
         if series.is_empty() {
             continue;
         }
+        // the highest peak first (labelled), then the others and the OOM moments
+        markers.sort_by(|a, z| z.1.total_cmp(&a.1));
+        let mut ooms: Vec<i64> = d
+            .oom_events
+            .iter()
+            .filter(|r| r.i64("pid") == Some(*pid) && &r.s("device") == dev)
+            .filter_map(|r| r.i64("oom_ts"))
+            .collect();
+        ooms.dedup();
+        for t in ooms {
+            markers.push((
+                b.rel_s(t),
+                0.0,
+                format!("OOM at +{}", fmt_dur_ns(t - b.start.unwrap_or(t))),
+            ));
+        }
         blocks.push(Block::Chart(Chart::Line(LineChart {
             title: format!("Memory over time — device {dev} (pid {pid}); line = value at bucket end, band = min..max per bucket"),
             x_label: "time since start of the data".into(),
             x_unit: "s".into(),
             series,
-            marker,
+            markers,
         })));
     }
     // shape per series; "highest" is the series' peak (view peaks), which a short spike
@@ -810,7 +824,7 @@ fn curve_section(b: &mut Builder) {
                 x_label: "time since start of the data".into(),
                 x_unit: "s".into(),
                 series,
-                marker: None,
+                markers: Vec::new(),
             })));
         }
     }
@@ -2241,13 +2255,17 @@ fn snapshot_section(b: &mut Builder) {
                         area: false,
                     },
                 ],
-                marker: r.i64("active_peak_seq").map(|s| {
-                    (
-                        s.max(0) as f64,
-                        ap as f64,
-                        format!("active peak {} at entry {s}", fmt_bytes(ap)),
-                    )
-                }),
+                markers: r
+                    .i64("active_peak_seq")
+                    .map(|s| {
+                        (
+                            s.max(0) as f64,
+                            ap as f64,
+                            format!("active peak {} at entry {s}", fmt_bytes(ap)),
+                        )
+                    })
+                    .into_iter()
+                    .collect(),
             })));
         }
         if let Some((_, _, rows)) = d

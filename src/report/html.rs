@@ -179,7 +179,7 @@ fn line_chart(l: &LineChart) -> String {
         x0 = x0.min(x);
         x1 = x1.max(x);
     }
-    if let Some((mx, _, _)) = &l.marker {
+    for (mx, _, _) in &l.markers {
         x0 = x0.min(*mx);
         x1 = x1.max(*mx);
     }
@@ -202,7 +202,7 @@ fn line_chart(l: &LineChart) -> String {
                 .chain(s.band.iter().map(|b| b.max))
         })
         .fold(0.0, f64::max);
-    if let Some((_, my, _)) = &l.marker {
+    for (_, my, _) in &l.markers {
         ymax = ymax.max(*my);
     }
     if ymax <= 0.0 {
@@ -335,17 +335,26 @@ fn line_chart(l: &LineChart) -> String {
             esc(&s.name)
         );
     }
-    if let Some((mx, my, label)) = &l.marker {
+    // every marked moment drawn and named on hover; the first (the highest peak) labelled
+    for (i, (mx, my, label)) in l.markers.iter().enumerate() {
         let (x, y) = (sx(*mx), sy(*my));
+        let oom = label.starts_with("OOM");
+        let color = if oom { "#c0392b" } else { "#222" };
+        let (y1, r) = if oom { (top, 6.0) } else { (y, 5.0) };
         let _ = write!(
             out,
-            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y:.1}" y2="{:.1}" stroke="#222" stroke-dasharray="4 3"/>"##,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{y1:.1}" y2="{:.1}" stroke="{color}" stroke-dasharray="4 3"/>"##,
             top + ph
         );
         let _ = write!(
             out,
-            r##"<circle cx="{x:.1}" cy="{y:.1}" r="5" fill="#fff" stroke="#222" stroke-width="2"/>"##
+            r##"<circle cx="{x:.1}" cy="{:.1}" r="{r}" fill="#fff" stroke="{color}" stroke-width="2"><title>{}</title></circle>"##,
+            if oom { top + ph } else { y },
+            esc(label)
         );
+        if i > 0 {
+            continue;
+        }
         // bold text: a little wider than the average advance
         let tw = label.chars().count() as f64 * LINE_FONT * (CHAR_EM + 0.03) + 14.0;
         let lx = if x + tw + 12.0 > W - right {
@@ -895,7 +904,7 @@ mod tests {
                 band,
                 area: false,
             }],
-            marker: None,
+            markers: Vec::new(),
         };
         let svg = line_chart(&chart);
         let polys: Vec<&str> = svg

@@ -102,8 +102,9 @@ fn chart(out: &mut String, c: &Chart) {
                 );
             }
             let _ = writeln!(out, "```");
-            if let Some((_, _, label)) = &l.marker {
-                let _ = writeln!(out, "\nPeak: {label}");
+            if !l.markers.is_empty() {
+                let names: Vec<&str> = l.markers.iter().map(|m| m.2.as_str()).collect();
+                let _ = writeln!(out, "\nMarked: {}", names.join("; "));
             }
             out.push('\n');
         }

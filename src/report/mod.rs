@@ -314,8 +314,9 @@ pub struct LineChart {
     /// "s" (seconds since start) or "entry" (trace entry index).
     pub x_unit: String,
     pub series: Vec<Series>,
-    /// The peak marker: (x, y, label).
-    pub marker: Option<(f64, f64, String)>,
+    /// Marked moments, (x, y, label): the first is labelled on the chart (the highest peak),
+    /// every one is drawn and named on hover and in the Markdown (each series' peak, an OOM).
+    pub markers: Vec<(f64, f64, String)>,
 }
 
 #[derive(Debug, Clone)]
