@@ -711,7 +711,7 @@ nav a{color:#1f5fa8;text-decoration:none}
 .card{background:#fff;border-radius:8px;padding:10px 12px;box-shadow:0 1px 2px rgba(0,0,0,.08)}
 .card .k{font-size:12px;color:#5b6670;text-transform:uppercase;letter-spacing:.03em}
 .card .v{font-size:21px;font-weight:650;margin-top:2px}
-.card .w{font-size:12px;color:#5b6670;word-break:break-word}
+.card .w{font-size:12px;color:#5b6670;word-break:normal;overflow-wrap:break-word}
 section{background:#fff;border-radius:8px;padding:6px 18px 14px;margin:14px 0;box-shadow:0 1px 2px rgba(0,0,0,.08)}
 section h2{font-size:19px;border-bottom:1px solid #e1e5e9;padding-bottom:6px}
 figure{margin:14px 0;break-inside:avoid;page-break-inside:avoid}
@@ -783,7 +783,11 @@ pub fn render(r: &Report) -> String {
             "<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div><div class=\"w\">{}</div></div>",
             esc(k),
             esc(&v),
+            // a long file name may wrap after `_`, `.` or `/`, never inside a word
             esc(w.map(|s| s.as_str()).unwrap_or(""))
+                .replace('_', "_<wbr>")
+                .replace('.', ".<wbr>")
+                .replace('/', "/<wbr>")
         );
     };
     card(
