@@ -3,7 +3,8 @@
 //!
 //! Rules that go beyond a threshold (docs/formats/memscope.md §6.16, docs/formats/snapshot.md §6.2):
 //! - a leak is memory held to the end that *grows* step after step (held bytes at the end of
-//!   every complete step strictly increasing); memory allocated once and kept is resident;
+//!   every complete step never decreasing and rising more than once: steady or periodic);
+//!   memory allocated once and kept is resident;
 //!   stock memory (allocated before collection) is never a leak verdict;
 //! - reserved-but-free memory of a caching allocator is cached, not fragmented: whole free
 //!   segments go back with `empty_cache()`. Fragmentation is free memory that cannot serve a
@@ -1088,7 +1089,24 @@ fn leak_section(b: &mut Builder) {
             })
             .filter_map(|s| Some((s.i64("step")?, s.i64("held")?)))
             .collect();
-        let by_steps = held.len() >= 2 && held.windows(2).all(|w| w[1].1 > w[0].1);
+        // What it holds never goes down from step to step, goes up more than once (or, with
+        // two steps, goes up) and still goes up in the second half of the run: a steady leak
+        // rises every step, a periodic one every n-th step, while state built over the first
+        // steps (lazy optimizer state, caches warming up) stops rising.
+        let rising: Vec<usize> = held
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w[1].1 > w[0].1)
+            .map(|(i, _)| i)
+            .collect();
+        let rises = rising.len();
+        let intervals = held.len().saturating_sub(1);
+        let by_steps = held.len() >= 2
+            && held.windows(2).all(|w| w[1].1 >= w[0].1)
+            && (rises >= 2 || (intervals == 1 && rises == 1))
+            && rising
+                .last()
+                .is_some_and(|k| 2 * k >= intervals.saturating_sub(1));
         let first = r.i64("first_alloc_ts").unwrap_or(0);
         let last = r.i64("last_alloc_ts").unwrap_or(0);
         // Without steps, growth is what was allocated once the pool recycled memory (after its
@@ -1190,9 +1208,10 @@ fn leak_section(b: &mut Builder) {
             },
             if by_steps {
                 format!(
-                    "{who} keeps {} in {} block(s) that are never released, and what it holds grows at the end of every complete step (by {} per step on average).",
+                    "{who} keeps {} in {} block(s) that are never released; what it holds at the end of each complete step never goes down and rose in {rises} of the {} step-to-step intervals (by {} per step on average).",
                     fmt_bytes(bytes),
                     r.s("blocks"),
+                    held.len() - 1,
                     fmt_bytes(per_step)
                 )
             } else {

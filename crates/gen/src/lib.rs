@@ -140,6 +140,10 @@ pub struct GenConfig {
     /// NPU and holding part of them to the end: run B of `memq-gen --compare-run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_owner: Option<ExtraOwner>,
+    /// A periodic leak: the leak's blocks only in every n-th collected step (the 1st, the
+    /// n+1-th, …), sizes still summing to `leak_bytes`; None or 1: every collected step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak_every: Option<u32>,
 }
 
 /// See [`GenConfig::extra_owner`]: per step and NPU, one block of `held_per_step` bytes kept to
@@ -232,6 +236,7 @@ impl Default for GenConfig {
             step_clock: None,
             wasted: false,
             extra_owner: None,
+            leak_every: None,
         }
     }
 }

@@ -436,11 +436,15 @@ impl<'a> Proc<'a> {
                 marks: [0; 6],
             })
             .collect();
-        // Leak plan: one block per collected step, sizes summing to leak_bytes (512-aligned).
+        // Leak plan: one block per collected step (or every leak_every-th), sizes summing to
+        // leak_bytes (512-aligned).
         let collected: Vec<u32> = (1..=cfg.steps).filter(|s| !cfg.step_stopped(*s)).collect();
+        let every = cfg.leak_every.unwrap_or(1).max(1) as usize;
+        let leaking: Vec<u32> = collected.iter().copied().step_by(every).collect();
         let mut leak_plan = Vec::new();
         let mut leak_steps = Vec::new();
-        if cfg.leak_bytes > 0 && !collected.is_empty() {
+        if cfg.leak_bytes > 0 && !leaking.is_empty() {
+            let collected = &leaking;
             let n = collected.len() as u64;
             let total = round_up(cfg.leak_bytes, 512);
             for i in 0..n {

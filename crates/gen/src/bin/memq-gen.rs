@@ -54,6 +54,9 @@ struct Cli {
     /// Bytes leaked per NPU over the run (one block per collected step).
     #[arg(long)]
     leak_bytes: Option<u64>,
+    /// A periodic leak: its blocks only in every N-th collected step (default: every step).
+    #[arg(long)]
+    leak_every: Option<u32>,
     /// End with an OOM in the last step.
     #[arg(long)]
     oom: bool,
@@ -212,6 +215,9 @@ fn main() -> ExitCode {
         if let Some(v) = cli.layers {
             cfg.layers = v;
         }
+    }
+    if let Some(v) = cli.leak_every {
+        cfg.leak_every = Some(v);
     }
     if let Some(v) = cli.leak_bytes {
         cfg.leak_bytes = v;
