@@ -2,6 +2,7 @@
 //! that runs memq's SQL (docs/scale-out.md). `memq sql --cluster` and `memq run --cluster`
 //! are the client ([`crate::open::open_inputs_on`]); the shell's `\connect` switches to one.
 
+#[cfg(feature = "cluster")]
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -41,7 +42,17 @@ pub enum ClusterCommand {
     },
 }
 
+/// Without the `cluster` feature the command is still known, so that it says why it cannot run
+/// (instead of taking `cluster` for an input file).
+#[cfg(not(feature = "cluster"))]
+pub async fn run(_command: ClusterCommand, _memory_limit: Option<&str>) -> Result<()> {
+    Err(MemqError::Usage(
+        "memq cluster: this memq was built without the `cluster` feature (Ballista); build it with the default features".into(),
+    ))
+}
+
 /// Runs a cluster role until it is stopped. `memory_limit` is the global `--memory-limit`.
+#[cfg(feature = "cluster")]
 pub async fn run(command: ClusterCommand, memory_limit: Option<&str>) -> Result<()> {
     match command {
         ClusterCommand::Scheduler { bind } => {

@@ -8,7 +8,6 @@
 //! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
 pub mod agent;
-#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod errors;
 pub mod exec;

@@ -219,7 +219,6 @@ enum Command {
         format: String,
     },
     /// Run a memq cluster's scheduler or an executor (Apache DataFusion Ballista; docs/scale-out.md).
-    #[cfg(feature = "cluster")]
     Cluster {
         #[command(subcommand)]
         role: memq::cluster::ClusterCommand,
@@ -606,7 +605,6 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        #[cfg(feature = "cluster")]
         Command::Cluster { role } => memq::cluster::run(role, cli.memory_limit.as_deref()).await,
         Command::ToDb { input, output } => {
             let opened = open_inputs(std::slice::from_ref(&input), true).await?;

@@ -34,21 +34,25 @@ impl Opened {
         }
     }
 
+    /// Without the `cluster` feature there is no cluster to run on: a usage error.
+    #[cfg(not(feature = "cluster"))]
+    pub async fn connect(&mut self, url: &str) -> Result<()> {
+        Err(memq_core::error::MemqError::Usage(format!(
+            "cannot run on {url}: this memq was built without the `cluster` feature (Ballista); \
+             build it with the default features"
+        )))
+    }
+
     /// Runs the statements of `engine.ctx` on the cluster at `url` from now on: the engine's
     /// session upgraded for Ballista ([`memq_cluster::connect`]); everything downstream is
     /// unchanged. The dataset must be at the same path on every executor (docs/scale-out.md).
+    #[cfg(feature = "cluster")]
     pub async fn connect(&mut self, url: &str) -> Result<()> {
         let local = self
             .local
             .clone()
             .unwrap_or_else(|| self.engine.ctx.clone());
-        #[cfg(feature = "cluster")]
         let remote = memq_cluster::connect(url, local.state()).await?;
-        #[cfg(not(feature = "cluster"))]
-        let remote: SessionContext = return Err(memq_core::error::MemqError::Usage(format!(
-            "cannot run on {url}: this memq was built without the `cluster` feature (Ballista); \
-             build it with the default features"
-        )));
         self.engine.ctx = remote;
         self.local = Some(local);
         self.cluster = Some(url.to_string());
