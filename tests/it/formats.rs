@@ -670,3 +670,44 @@ async fn unknown_events_are_kept_and_counted() {
         [4096, 1024, 8192, 2048]
     );
 }
+
+/// A file memq does not read is named, never ingested as something else: a torch.profiler
+/// trace is not an msMemScope config.json, a gzip file is not a dump with a bad header, any
+/// other JSON says which keys a config.json has; a real config.json named alone still ingests.
+#[test]
+fn inputs_memq_does_not_read_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = real_fixture("profiler/traces/gpu_working_chrome_trace.json");
+    let gz = dir.path().join("run.pt.trace.json.gz");
+    let mut enc = std::process::Command::new("gzip")
+        .arg("-c")
+        .arg(&trace)
+        .output()
+        .expect("gzip runs");
+    assert!(enc.status.success());
+    std::fs::write(&gz, std::mem::take(&mut enc.stdout)).unwrap();
+    let other = dir.path().join("metrics.json");
+    std::fs::write(&other, br#"{"loss": [1.0, 0.5], "step": 2}"#).unwrap();
+    for (input, says) in [
+        (trace.as_path(), "a torch.profiler (Kineto) Chrome trace"),
+        (gz.as_path(), "a gzip-compressed file"),
+        (other.as_path(), "not an msMemScope config.json"),
+    ] {
+        let (code, err) = ingest_cli(input);
+        assert_eq!(code, 2, "{}: {err}", input.display());
+        assert!(err.contains(says), "{}: {err}", input.display());
+        assert!(err.contains("memq reads msMemScope dumps"), "{err}");
+        assert!(err.contains(&input.display().to_string()), "{err}");
+    }
+    let config = dir.path().join("config.json");
+    let g3 = fixture("memscope/g3_run");
+    let project = std::fs::read_dir(&g3)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path();
+    std::fs::copy(project.join("config.json"), &config).unwrap();
+    let (code, err) = ingest_cli(&config);
+    assert_eq!(code, 0, "{err}");
+}

@@ -70,6 +70,9 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
             }
         } else {
             let head = read_head(input, 64).map_err(|e| MemqError::io(input, e))?;
+            if let Some(what) = not_read(input, &head)? {
+                return Err(MemqError::input(input, Location::None, what));
+            }
             let candidate = Candidate {
                 path: input,
                 head: &head,
@@ -95,6 +98,59 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
         }
     }
     Ok(sources)
+}
+
+/// What memq reads, for the messages about what it does not.
+const READS: &str = "memq reads msMemScope dumps (CSV or SQLite) and output folders, PyTorch \
+    memory snapshot pickles and Ascend profiler memory CSVs";
+
+/// A file named directly that memq recognises but does not read, said in words, so that it is
+/// never ingested as something else (a trace taken for an msMemScope config.json, a gzip file
+/// for a dump with a bad header).
+fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(Some(format!(
+            "a gzip-compressed file: {READS}, uncompressed; decompress it first (`gzip -dk`). \
+             A torch.profiler trace (`.pt.trace.json.gz`) is not read even then"
+        )));
+    }
+    let text = String::from_utf8_lossy(head);
+    let body = text.trim_start_matches('\u{feff}').trim_start();
+    let json_name = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if !(json_name || body.starts_with('{')) {
+        return Ok(None);
+    }
+    // A trace's top-level keys come first; 64 KiB holds them in every trace seen.
+    let more = read_head(path, 64 << 10).map_err(|e| MemqError::io(path, e))?;
+    let more = String::from_utf8_lossy(&more);
+    if [
+        "\"traceEvents\"",
+        "\"schemaVersion\"",
+        "\"deviceProperties\"",
+    ]
+    .iter()
+    .any(|k| more.contains(k))
+    {
+        return Ok(Some(format!(
+            "a torch.profiler (Kineto) Chrome trace: memq does not read these yet; {READS}"
+        )));
+    }
+    // msMemScope's config.json names what was collected with these keys.
+    let config_keys = [
+        "\"analysisType\"",
+        "\"eventType\"",
+        "\"dumpEventType\"",
+        "\"enablePyStack\"",
+    ];
+    if json_name && !config_keys.iter().any(|k| more.contains(k)) {
+        return Ok(Some(format!(
+            "a JSON file that is not an msMemScope config.json (it has none of the keys \
+             analysisType, eventType, dumpEventType, enablePyStack); {READS}"
+        )));
+    }
+    Ok(None)
 }
 
 /// What a non-regular file is, for messages.
