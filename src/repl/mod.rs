@@ -449,6 +449,8 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
         eprintln!("{banner}");
     }
     let history = opts.history.as_ref().filter(|_| interactive);
+    // A statement failed while a script went on (`--no-bail`): the exit code says so at the end.
+    let mut failed = false;
     loop {
         let prompt = if session.continuing() {
             "   ...> "
@@ -469,6 +471,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
                 if bail && session.last_error {
                     return Err(bailed());
                 }
+                failed |= session.last_error;
                 if next == Next::Quit {
                     break;
                 }
@@ -485,11 +488,18 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
                     if bail && session.last_error {
                         return Err(bailed());
                     }
+                    failed |= session.last_error;
                 }
                 break;
             }
             Err(e) => return Err(MemqError::Query(format!("REPL: {e}"))),
         }
+    }
+    if failed && !interactive {
+        return Err(MemqError::Query(
+            "a statement of the script failed (--no-bail went on to the end; its error is above)"
+                .into(),
+        ));
     }
     Ok(())
 }

@@ -465,9 +465,13 @@ fn scripting_like_duckdb() {
         err.contains("syntax error") && err.contains("^^^^^"),
         "{err}"
     );
-    let (code, out, _) = piped(&["--no-bail"], script);
-    assert_eq!(code, Some(0));
-    assert!(out.contains("| b |"), "{out}");
+    // --no-bail runs every statement and still exits 1 at the end: the script had an error
+    let (code, out, err) = piped(&["--no-bail"], script);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.contains("| a |") && out.contains("| b |"), "{out}");
+    assert!(err.contains("--no-bail went on to the end"), "{err}");
+    let (code, _, err) = piped(&["--no-bail"], "SELECT 1 AS a;\nSELECT 2 AS b;\n");
+    assert_eq!(code, Some(0), "{err}");
 
     let (out, _) = run_ok(
         memq()
