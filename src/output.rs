@@ -39,6 +39,13 @@ impl Format {
         <Format as clap::ValueEnum>::from_str(s, true).ok()
     }
 
+    /// The name `parse` reads (`table`, `csv`, …).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+
     /// Formats for a person at a terminal: units applied, rows bounded (table, line, chart).
     pub fn is_for_reading(self) -> bool {
         matches!(self, Format::Table | Format::Line | Format::Chart)

@@ -24,7 +24,7 @@ pub const COMMANDS: &[MetaCommand] = &[
     MetaCommand { name: "\\dv", args: "", help: "canned analyses (views and table functions) by source, with one-line docs; `no data` marks those with nothing to read here" },
     MetaCommand { name: "\\df", args: "", help: "memq's functions with their docs" },
     MetaCommand { name: "\\timing", args: "[on|off]", help: "show how long each statement took" },
-    MetaCommand { name: "\\format", args: "table|line|chart|csv|tsv|json|ndjson|markdown", help: "how results are printed" },
+    MetaCommand { name: "\\format", args: "[table|line|chart|csv|tsv|json|ndjson|markdown]", help: "how results are printed; alone, the current one" },
     MetaCommand { name: "\\bytes", args: "human|raw", help: "values with a unit (bytes, times, durations, percentages) readable or as stored (table format; csv/json are always raw)" },
     MetaCommand { name: "\\o", args: "[FILE]", help: "send the next result to FILE (.parquet .csv .tsv .json .ndjson .md); without FILE, cancel" },
     MetaCommand { name: "\\i", args: "FILE", help: "run the statements and meta commands of FILE" },
@@ -117,6 +117,9 @@ impl Session {
                     "Timing is {}.",
                     if self.settings.timing { "on" } else { "off" }
                 );
+            }
+            "\\format" if arg.is_empty() => {
+                println!("Output format is {}.", self.settings.format.name());
             }
             "\\format" => {
                 let f = Format::parse(arg).ok_or_else(|| {

@@ -472,6 +472,13 @@ fn scripting_like_duckdb() {
     assert!(err.contains("--no-bail went on to the end"), "{err}");
     let (code, _, err) = piped(&["--no-bail"], "SELECT 1 AS a;\nSELECT 2 AS b;\n");
     assert_eq!(code, Some(0), "{err}");
+    // a bare \format says the current format
+    let (code, out, err) = piped(&[], "\\format\n\\format csv\n\\format\n");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "Output format is table.\nOutput format is csv.\nOutput format is csv.\n"
+    );
 
     let (out, _) = run_ok(
         memq()
