@@ -445,6 +445,19 @@ struct Curve {
     pts: Vec<Bucket>,
 }
 
+impl Curve {
+    /// Its row of view `peaks`: the series' peak and when it happened.
+    fn peak<'a>(&self, d: &'a Data) -> Option<Row<'a>> {
+        d.peaks.iter().find(|r| {
+            r.s("source") == self.key.0
+                && r.i64("pid") == Some(self.key.1)
+                && r.s("device") == self.key.2
+                && r.s("pool") == self.key.3
+                && r.s("metric") == self.metric
+        })
+    }
+}
+
 fn curves(d: &Data) -> Vec<Curve> {
     let mut out: Vec<Curve> = Vec::new();
     for r in d.curve.iter() {
@@ -643,13 +656,7 @@ fn curve_section(b: &mut Builder) {
                     .collect(),
                 area: false,
             });
-            if let Some(p) = d.peaks.iter().find(|r| {
-                r.s("source") == c.key.0
-                    && r.i64("pid") == Some(c.key.1)
-                    && r.s("device") == c.key.2
-                    && r.s("pool") == c.key.3
-                    && r.s("metric") == c.metric
-            }) {
+            if let Some(p) = c.peak(d) {
                 let (Some(pb), Some(pt)) = (p.i64("peak_bytes"), p.i64("peak_ts")) else {
                     continue;
                 };
@@ -699,16 +706,8 @@ fn curve_section(b: &mut Builder) {
     let mut rows = Vec::new();
     for c in cs.iter().filter(|c| c.metric == primary_metric(&c.key.3)) {
         let vals: Vec<i64> = c.pts.iter().map(|p| p.end).collect();
-        let highest = d
-            .peaks
-            .iter()
-            .find(|r| {
-                r.s("source") == c.key.0
-                    && r.i64("pid") == Some(c.key.1)
-                    && r.s("device") == c.key.2
-                    && r.s("pool") == c.key.3
-                    && r.s("metric") == c.metric
-            })
+        let highest = c
+            .peak(d)
             .and_then(|r| r.i64("peak_bytes"))
             .or_else(|| c.pts.iter().map(|p| p.max).max());
         let (shape, turns) = classify(&vals);
@@ -1067,7 +1066,6 @@ fn leak_section(b: &mut Builder) {
         .len()
         > 1;
     let span = d.span.map(|(a, z)| (z - a).max(1)).unwrap_or(1);
-    let mut growth_unknown = false;
     let mut resident = Vec::new();
     let mut stock_total = 0i64;
     let mut leak_rows = Vec::new();
@@ -1121,7 +1119,8 @@ fn leak_section(b: &mut Builder) {
         } else {
             late
         };
-        let by_time = !has_steps && late >= late_floor(d, pid, &dev, &pool);
+        let floor = late_floor(d, pid, &dev, &pool);
+        let by_time = !has_steps && late >= floor;
         let nested = pool == "HAL" && owner.starts_with("CANN@APP") && framework_dev.contains(&dev);
         if nested || !(by_steps || by_time) {
             // A pool that never released anything in the data has no steady state to measure
@@ -1133,7 +1132,7 @@ fn leak_section(b: &mut Builder) {
                 && r.i64("first_free_ts").is_none()
                 && r.i64("blocks").unwrap_or(0) >= 3
                 && spread
-                && bytes >= late_floor(d, pid, &dev, &pool)
+                && bytes >= floor
             {
                 let mut f = cannot(
                     4,
@@ -1153,7 +1152,7 @@ fn leak_section(b: &mut Builder) {
                 f.evidence.insert("owner".into(), json!(owner));
                 f.evidence.insert("bytes".into(), json!(bytes));
                 blocks.push(b.push(f));
-                growth_unknown = true;
+                b.growth_unknown = true;
             }
             let counted = if nested { 0 } else { bytes };
             resident.push((
@@ -1167,15 +1166,13 @@ fn leak_section(b: &mut Builder) {
             ));
             continue;
         }
-        if !nested {
-            let grown = if by_steps { bytes } else { late };
-            // a device number alone is ambiguous when several processes share it
-            let at = match pid {
-                Some(p) if several_pids => format!("device {dev} pid {p}"),
-                _ => format!("device {dev}"),
-            };
-            *b.leak_by_device.entry(at).or_default() += grown;
-        }
+        // (nested reservations never reach here) a device number alone is ambiguous when
+        // several processes share it
+        let at = match pid {
+            Some(p) if several_pids => format!("device {dev} pid {p}"),
+            _ => format!("device {dev}"),
+        };
+        *b.leak_by_device.entry(at).or_default() += if by_steps { bytes } else { late };
         let per_step = if held.len() >= 2 {
             (held[held.len() - 1].1 - held[0].1) / (held.len() as i64 - 1)
         } else {
@@ -1300,8 +1297,7 @@ fn leak_section(b: &mut Builder) {
         ]);
         blocks.push(b.push(f));
     }
-    b.growth_unknown = growth_unknown;
-    if leak_rows.is_empty() && !growth_unknown {
+    if leak_rows.is_empty() && !b.growth_unknown {
         let mut f = finding(
             "no_leak",
             Severity::Ok,
