@@ -11,6 +11,7 @@ mod crash;
 mod cross_rank;
 mod derived_oracle;
 mod diagnosis;
+mod faults;
 mod formats;
 mod gen_truth;
 mod gen_truth_more;

@@ -545,7 +545,9 @@ impl DatasetBuilder {
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
         let manifest_path = self.tmp.join(MANIFEST);
         let text = serde_json::to_string_pretty(manifest).map_err(MemqError::query)?;
-        fs::write(&manifest_path, text).map_err(|e| MemqError::io(&manifest_path, e))
+        let mut file = create_file(&manifest_path)?;
+        std::io::Write::write_all(&mut file, text.as_bytes())
+            .map_err(|e| MemqError::io(&manifest_path, e))
     }
 
     /// Writes the manifest and renames the folder into place. The swap runs under the target's
@@ -735,37 +737,62 @@ fn report_cleaned(removed: &[(PathBuf, u64)]) {
 /// An exclusive lock on `.NAME.KIND` beside a dataset `NAME` (an flock, released when dropped or
 /// when the process dies). `lock` guards the commit swap; the ingest cache holds `ingest` while
 /// it checks and (re)builds a cached dataset, so concurrent shells ingest once.
+///
+/// The lock file is removed when the lock is released, so nothing stays beside the dataset. A
+/// process that was waiting on the removed file finds, once it holds the lock, that the path no
+/// longer names its file, and takes the lock again on a new one.
 pub struct TargetLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
 }
 
 impl TargetLock {
     /// Blocks until the lock is had; says so on stderr when another process holds it.
     pub fn acquire(target: &Path, kind: &str) -> Result<TargetLock> {
+        use std::os::unix::fs::MetadataExt;
         let (parent, name) = parent_and_name(target);
         fs::create_dir_all(&parent).map_err(|e| MemqError::io(&parent, e))?;
         let path = parent.join(format!(".{name}.{kind}"));
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| MemqError::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                if kind != "lock" {
-                    eprintln!(
-                        "memq: waiting for another memq process that is writing {}",
-                        target.display()
-                    );
+        let mut said = false;
+        loop {
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| MemqError::io(&path, e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if kind != "lock" && !said {
+                        said = true;
+                        eprintln!(
+                            "memq: waiting for another memq process that is writing {}",
+                            target.display()
+                        );
+                    }
+                    file.lock().map_err(|e| MemqError::io(&path, e))?;
                 }
-                file.lock().map_err(|e| MemqError::io(&path, e))?;
+                Err(std::fs::TryLockError::Error(e)) => return Err(MemqError::io(&path, e)),
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(MemqError::io(&path, e)),
+            let held = file.metadata().map_err(|e| MemqError::io(&path, e))?;
+            match fs::metadata(&path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    return Ok(TargetLock { file, path });
+                }
+                // Released and removed by its holder while this process waited: again.
+                _ => continue,
+            }
         }
-        Ok(TargetLock { _file: file })
+    }
+}
+
+impl Drop for TargetLock {
+    fn drop(&mut self) {
+        // Removed while still held, so no process can lock this file and keep it.
+        let _ = fs::remove_file(&self.path);
+        let _ = self.file.unlock();
     }
 }
 
@@ -849,7 +876,7 @@ impl ParquetSink {
         schema: SchemaRef,
         props: WriterProperties,
     ) -> Result<ParquetSink> {
-        let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
+        let file = create_file(path)?;
         let writer = ArrowWriter::try_new(file, schema, Some(props))
             .map_err(|e| MemqError::input(path, Location::None, e.to_string()))?;
         Ok(ParquetSink {
@@ -898,6 +925,26 @@ impl ParquetSink {
             .map_err(|e| MemqError::input(&self.path, Location::None, e.to_string()))?;
         Ok(self.rows)
     }
+}
+
+/// Creates `path` for writing, the way every file of an ingest is created.
+///
+/// For the fault tests, `MEMQ_TEST_FULL_DISK=TEXT` makes each file whose path contains TEXT a
+/// handle on `/dev/full`, where every write fails with "No space left on device": any stage of an
+/// ingest (staging, merge, a table, a stored view, the manifest) can be the one that meets a full
+/// disk, and the test checks that the ingest stops, names the file and leaves nothing behind.
+pub fn create_file(path: &Path) -> Result<File> {
+    static FULL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let full = FULL.get_or_init(|| std::env::var("MEMQ_TEST_FULL_DISK").ok());
+    if let Some(text) = full.as_deref().filter(|t| !t.is_empty()) {
+        if path.to_string_lossy().contains(text) {
+            return fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .map_err(|e| MemqError::io(path, e));
+        }
+    }
+    File::create(path).map_err(|e| MemqError::io(path, e))
 }
 
 /// A [`ParquetSink`] fed from another thread: encoding and compression run beside the parser.
@@ -1018,7 +1065,7 @@ impl ParallelSink {
             .with_coerce_types(props.coerce_types())
             .convert(&schema)
             .map_err(err)?;
-        let file = File::create(path).map_err(|e| MemqError::io(path, e))?;
+        let file = create_file(path)?;
         let writer = datafusion::parquet::file::writer::SerializedFileWriter::new(
             file,
             parquet_schema.root_schema_ptr(),

@@ -190,7 +190,7 @@ pub async fn ingest_sources(
         library: None,
         facts: Default::default(),
     };
-    let manifest = store_views(&builder, manifest, catalog).await;
+    let manifest = store_views(&builder, manifest, catalog).await?;
     let dataset = builder.commit(&manifest)?;
     Ok(IngestReport {
         dataset,
@@ -202,13 +202,15 @@ pub async fn ingest_sources(
 
 /// The library's stored views (`-- @stored`) computed over the dataset being built, and
 /// listed in its manifest with the answers of the engine's fact queries (`Manifest::facts`).
-/// A view that cannot be stored is reported and left to be planned by each query instead
-/// (crates/engine/src/stored.rs): the dataset is whole without it.
+/// A view that cannot be computed is reported and left to be planned by each query instead
+/// (crates/engine/src/stored.rs): the dataset is whole without it. A file that cannot be
+/// written (a full disk) ends the ingest like any other write.
 async fn store_views(
     builder: &DatasetBuilder,
     mut manifest: Manifest,
     catalog: &Catalog,
-) -> Manifest {
+) -> Result<Manifest> {
+    let fatal = |e: &MemqError| matches!(e, MemqError::Input { .. });
     use memq_engine::{calls, library, stored, Engine};
     let warn = |what: &str, e: &MemqError| {
         eprintln!("memq: warning: {what} not stored with the dataset ({e}); queries compute it");
@@ -224,10 +226,11 @@ async fn store_views(
     };
     let (engine, views) = match opened.await {
         Ok(Some(found)) => found,
-        Ok(None) => return manifest,
+        Ok(None) => return Ok(manifest),
+        Err(e) if fatal(&e) => return Err(e),
         Err(e) => {
             warn("the stored views were", &e);
-            return manifest;
+            return Ok(manifest);
         }
     };
     for (name, outcome) in stored::store(&engine, &views).await {
@@ -236,12 +239,13 @@ async fn store_views(
                 manifest.stored.push(name);
                 manifest.tables.push(entry);
             }
+            Err(e) if fatal(&e) => return Err(e),
             Err(e) => warn(&format!("view {name} was"), &e),
         }
     }
     manifest.facts = calls::Facts::compute(&engine.ctx).await;
     manifest.library = Some(stored::fingerprint(&analyses));
-    manifest
+    Ok(manifest)
 }
 
 /// The sources to ingest, numbered after the `old` ones (an append) with names unique among

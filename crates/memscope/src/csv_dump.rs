@@ -491,6 +491,48 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A staging file that cannot be written (here: its folder is gone; a full disk in the
+    /// fault tests) ends the parallel read with that file's error, however many pieces are left
+    /// to read: the reader once waited forever for room that only the stopped collector frees.
+    #[test]
+    fn a_failing_staging_write_ends_the_parallel_read() {
+        let dir = std::env::temp_dir().join(format!("memq-csv-fail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut dump = String::from(
+            "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr\n",
+        );
+        for i in 0..20_000u64 {
+            dump.push_str(&format!(
+                "{i},MALLOC,PTA,,{},1,1,0,{},\"{{size:512,total:1024,used:512,owner:}}\"\n",
+                1000 + i,
+                0x1000 + i * 512
+            ));
+        }
+        let path = dir.join("d.csv");
+        std::fs::write(&path, &dump).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (p, d) = (path.clone(), dir.clone());
+        std::thread::spawn(move || {
+            let out = SourceOutput::create_for_runs("s.csv", &d.join("rejects.parquet"));
+            let got = read_sorted_in(
+                &p,
+                std::fs::File::open(&p).unwrap(),
+                out,
+                (&d.join("ev.parquet"), &d.join("gone/runs")),
+                2,
+                (512, 1 << 20),
+                &mut |_, _| Ok(()),
+            );
+            let _ = tx.send(got.map(|s| s.rows));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the read must end, not hang");
+        let err = got.expect_err("nothing could be staged").to_string();
+        assert!(err.contains("gone/runs"), "names the staging file: {err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The parallel reader (tiny pieces, two workers) gives exactly what the sequential one
     /// gives, sorted: events, rejects and summary, for every hostile CSV fixture.
     #[test]

@@ -97,6 +97,11 @@ const MAX_SERIES_FILES: usize = 64;
 /// Rows buffered per series before they go to its staging file.
 const SERIES_BATCH_ROWS: usize = 8 * 1024;
 
+/// A failed write of a staging file (a full disk), naming the file.
+fn at(path: &Path, e: datafusion::arrow::error::ArrowError) -> MemqError {
+    MemqError::input(path, memq_core::error::Location::None, e.to_string())
+}
+
 /// The staging rows of one file: builders and the IPC writer.
 struct StagingFile {
     writer: FileWriter<File>,
@@ -125,9 +130,9 @@ struct StagingFile {
 
 impl StagingFile {
     fn create(path: std::path::PathBuf) -> Result<StagingFile> {
-        let file = File::create(&path).map_err(|e| MemqError::io(&path, e))?;
+        let file = memq_core::dataset::create_file(&path)?;
         Ok(StagingFile {
-            writer: FileWriter::try_new(file, &staging_schema())?,
+            writer: FileWriter::try_new(file, &staging_schema()).map_err(|e| at(&path, e))?,
             path,
             pid: Int64Builder::new(),
             device: StringBuilder::new(),
@@ -206,13 +211,13 @@ impl StagingFile {
         ];
         self.len = 0;
         let batch = RecordBatch::try_new(staging_schema(), columns)?;
-        self.writer.write(&batch)?;
+        self.writer.write(&batch).map_err(|e| at(&self.path, e))?;
         Ok(())
     }
 
     fn close(mut self) -> Result<std::path::PathBuf> {
         self.flush()?;
-        self.writer.finish()?;
+        self.writer.finish().map_err(|e| at(&self.path, e))?;
         Ok(self.path)
     }
 }

@@ -31,6 +31,13 @@ pub async fn ingest(
     progress: Progress,
 ) -> Result<Vec<SourceReport>> {
     let mut parsed = parse_dumps(sources, out, &progress)?;
+    // A dump that failed to parse (a full disk, say) is the error to report: the files
+    // written after it would only fail for the same reason.
+    if let Some(i) = parsed.iter().position(|p| matches!(p, Some(Err(_)))) {
+        if let Some(Err(e)) = parsed[i].take() {
+            return Err(e);
+        }
+    }
     let mut reports = Vec::with_capacity(sources.len());
     for (source, parsed) in sources.iter().zip(parsed.iter_mut()) {
         let report = match source.kind {

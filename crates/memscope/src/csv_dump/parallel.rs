@@ -49,6 +49,8 @@ struct Ctx<'a> {
     batch_bytes: usize,
     /// Where the threads write their runs ([`RunWriter`]).
     runs_path: &'a Path,
+    /// The dump, for read errors.
+    path: &'a Path,
 }
 
 /// One parsed piece: its sorted runs, rejects and findings.
@@ -67,10 +69,46 @@ struct Work {
     offset: u64,
 }
 
-/// How many pieces are parsed but not yet collected (bounds memory).
+/// How many pieces are parsed but not yet collected (bounds memory), and whether the read has
+/// stopped: after the first error no thread waits for room or starts another piece, so a failing
+/// disk ends the ingest instead of leaving the reader waiting for a collector that is gone.
 struct InFlight {
-    count: Mutex<u64>,
+    state: Mutex<Flow>,
     cv: Condvar,
+}
+
+#[derive(Default)]
+struct Flow {
+    count: u64,
+    stopped: bool,
+}
+
+impl InFlight {
+    /// Waits until fewer than `limit` pieces are in flight and takes a place; false once stopped.
+    fn enter(&self, limit: u64) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.count >= limit && !s.stopped {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.count += 1;
+        !s.stopped
+    }
+
+    fn leave(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.count = s.count.saturating_sub(1);
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    fn stop(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).stopped = true;
+        self.cv.notify_all();
+    }
+
+    fn stopped(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).stopped
+    }
 }
 
 /// The buffers of parsed pieces, for the next pieces to be read into: their pages stay
@@ -97,30 +135,40 @@ pub fn read<R: Read + Send>(
         declared: out.declared(),
         batch_bytes: out.batch_bytes,
         runs_path,
+        path: job.path,
     };
     let workers = job.workers.max(1);
     let (work_tx, work_rx) = sync_channel::<Work>(workers);
     let work_rx = Arc::new(Mutex::new(work_rx));
     let (done_tx, done_rx) = sync_channel::<(u64, Result<Piece>)>(workers * 2 + 2);
     let in_flight = InFlight {
-        count: Mutex::new(0),
+        state: Mutex::new(Flow::default()),
         cv: Condvar::new(),
     };
     let limit = workers as u64 + 2;
     let spare = Spare::default();
-    let path = job.path;
+    // The workers own the only handles on the work queue: when the last one stops, sending
+    // more work fails instead of waiting for a reader that is gone.
+    let mut receivers: Vec<_> = (0..workers).map(|_| work_rx.clone()).collect();
+    drop(work_rx);
     let result: Result<()> = std::thread::scope(|scope| {
         for k in 0..workers {
-            let rx = work_rx.clone();
+            let rx = receivers.pop().expect("one per worker");
             let tx = done_tx.clone();
-            let (ctx, spare) = (&ctx, &spare);
-            scope.spawn(move || worker(ctx, RunWriter::new(runs_path, k), spare, rx, tx));
+            let (ctx, spare, in_flight) = (&ctx, &spare, &in_flight);
+            scope
+                .spawn(move || worker(ctx, RunWriter::new(runs_path, k), spare, in_flight, rx, tx));
         }
         let collector = {
             let in_flight = &in_flight;
             let store = &mut store;
             let out = &mut *out;
-            scope.spawn(move || collect(done_rx, store, out, in_flight))
+            scope.spawn(move || {
+                let collected = collect(done_rx, store, out, in_flight);
+                // Whatever ended the collection ends the read.
+                in_flight.stop();
+                collected
+            })
         };
         let dispatched = dispatch(
             job,
@@ -134,19 +182,19 @@ pub fn read<R: Read + Send>(
             &spare,
             limit,
         );
+        if dispatched.is_err() {
+            in_flight.stop();
+        }
         drop(work_tx);
         drop(done_tx);
         let collected = collector
             .join()
             .unwrap_or_else(|_| Err(MemqError::Query("the collector panicked".into())));
-        dispatched.and(collected)
+        // The collector's error is the first one: a dispatcher that finds the read stopped
+        // reports only that.
+        collected.and(dispatched)
     });
-    result.map_err(|e| match e {
-        MemqError::Query(m) if m.contains("I/O") => {
-            MemqError::Query(format!("{}: {m}", path.display()))
-        }
-        e => e,
-    })?;
+    result?;
     // The piece buffers are not needed for the merge.
     drop(spare);
     let unit = out.ts_unit();
@@ -171,13 +219,7 @@ fn dispatch<R: Read>(
     let mut buf = start;
     let mut seq = 0u64;
     let mut eof = false;
-    let wait_room = || {
-        let mut n = in_flight.count.lock().expect("lock");
-        while *n >= limit {
-            n = in_flight.cv.wait(n).expect("lock");
-        }
-        *n += 1;
-    };
+    let stopped = || MemqError::Query("the read stopped".into());
     loop {
         let want = if buf.len() < job.chunk_bytes {
             job.chunk_bytes
@@ -204,7 +246,9 @@ fn dispatch<R: Read>(
                 let piece = std::mem::replace(&mut buf, rest);
                 let lines = count_lines(&piece);
                 let len = piece.len() as u64;
-                wait_room();
+                if !in_flight.enter(limit) {
+                    return Err(stopped());
+                }
                 let w = Work {
                     seq,
                     bytes: piece,
@@ -232,9 +276,10 @@ fn dispatch<R: Read>(
                 let mut runs = RunWriter::new(ctx.runs_path, job.workers.max(1));
                 let mut sizes = BatchSizes::default();
                 loop {
-                    wait_room();
-                    let (piece, done) = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, true)
-                        .map_err(|e| MemqError::io(path, e))?;
+                    if !in_flight.enter(limit) {
+                        return Err(stopped());
+                    }
+                    let (piece, done) = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, true)?;
                     if done_tx.send((seq, Ok(piece))).is_err() {
                         return Err(MemqError::Query("the collector stopped".into()));
                     }
@@ -286,6 +331,7 @@ fn worker(
     ctx: &Ctx,
     mut runs: RunWriter,
     spare: &Spare,
+    in_flight: &InFlight,
     rx: Arc<Mutex<Receiver<Work>>>,
     tx: SyncSender<(u64, Result<Piece>)>,
 ) {
@@ -299,10 +345,11 @@ fn worker(
                 Err(_) => return,
             }
         };
+        if in_flight.stopped() {
+            return;
+        }
         let mut reader = RecordReader::with_position(&work.bytes[..], work.line, work.offset);
-        let piece = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, false)
-            .map(|(p, _)| p)
-            .map_err(|e| MemqError::Query(format!("I/O error: {e}")));
+        let piece = parse_piece(ctx, &mut runs, &mut sizes, &mut reader, false).map(|(p, _)| p);
         let mut bytes = work.bytes;
         bytes.clear();
         if let Ok(mut spare) = spare.lock() {
@@ -324,24 +371,8 @@ fn collect(
     let mut waiting: BTreeMap<u64, Piece> = BTreeMap::new();
     let mut next = 0u64;
     let mut base = 0u64;
-    let release = || {
-        if let Ok(mut n) = in_flight.count.lock() {
-            *n = n.saturating_sub(1);
-        }
-        in_flight.cv.notify_all();
-    };
     for (seq, piece) in rx {
-        let piece = match piece {
-            Ok(p) => p,
-            Err(e) => {
-                // Unblock the dispatcher for good.
-                if let Ok(mut n) = in_flight.count.lock() {
-                    *n = 0;
-                }
-                in_flight.cv.notify_all();
-                return Err(e);
-            }
-        };
+        let piece = piece?;
         waiting.insert(seq, piece);
         while let Some(p) = waiting.remove(&next) {
             next += 1;
@@ -353,7 +384,7 @@ fn collect(
                 out.push_reject(r)?;
             }
             out.merge_piece(&p.stats);
-            release();
+            in_flight.leave();
         }
     }
     Ok(())
@@ -368,7 +399,7 @@ fn parse_piece<R: BufRead>(
     sizes: &mut BatchSizes,
     reader: &mut RecordReader<R>,
     one_run: bool,
-) -> std::io::Result<(Piece, bool)> {
+) -> Result<(Piece, bool)> {
     let mut piece = Piece {
         runs: Vec::new(),
         rejects: Vec::new(),
@@ -383,7 +414,10 @@ fn parse_piece<R: BufRead>(
     let mut full: Vec<datafusion::arrow::record_batch::RecordBatch> = Vec::new();
     let mut rec = RawRecord::default();
     let mut ended = true;
-    while reader.next_record(&mut rec)? {
+    while reader
+        .next_record(&mut rec)
+        .map_err(|e| MemqError::io(ctx.path, e))?
+    {
         if rec.bytes.is_empty() && rec.terminated {
             continue; // blank line
         }
@@ -414,7 +448,7 @@ fn parse_piece<R: BufRead>(
             }
         }
         for batch in full.drain(..) {
-            piece.runs.push(encode(runs, batch)?);
+            piece.runs.push(runs.write(batch)?);
         }
         if one_run && (!piece.runs.is_empty() || reject_bytes >= ctx.batch_bytes) {
             ended = false;
@@ -423,19 +457,10 @@ fn parse_piece<R: BufRead>(
     }
     if !builder.is_empty() {
         *sizes = builder.sizes();
-        piece.runs.push(encode(runs, builder.finish())?);
+        piece.runs.push(runs.write(builder.finish())?);
     }
     piece.stats.counts = builder.take_counts();
     Ok((piece, ended))
-}
-
-/// Sorts and writes one run.
-fn encode(
-    runs: &mut RunWriter,
-    batch: datafusion::arrow::record_batch::RecordBatch,
-) -> std::io::Result<EncodedRun> {
-    runs.write(batch)
-        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// One record into `builder` (the rules of `read_from` and `SourceOutput::push_event`); a full

@@ -124,12 +124,16 @@ impl RunWriter {
         if self.out.is_none() {
             self.out = Some(BufWriter::with_capacity(
                 1 << 20,
-                File::create(path).map_err(io)?,
+                dataset::create_file(path)?,
             ));
         }
         let out = self.out.as_mut().expect("opened above");
         let mut counted = Counted { out, bytes: 0 };
-        let mut w = StreamWriter::try_new(&mut counted, &batch.schema())?;
+        // A failed write (a full disk) names the staging file.
+        let at = |e: datafusion::arrow::error::ArrowError| {
+            MemqError::input(path, Location::None, e.to_string())
+        };
+        let mut w = StreamWriter::try_new(&mut counted, &batch.schema()).map_err(at)?;
         for start in (0..n).step_by(READ_ROWS) {
             let len = READ_ROWS.min(n - start);
             let rows = match &order {
@@ -139,9 +143,9 @@ impl RunWriter {
                     &datafusion::arrow::array::UInt32Array::from(o[start..start + len].to_vec()),
                 )?,
             };
-            w.write(&rows)?;
+            w.write(&rows).map_err(at)?;
         }
-        w.finish()?;
+        w.finish().map_err(at)?;
         drop(w);
         let len = counted.bytes;
         // Flushed with every run, so that a failed write is this run's error.
