@@ -182,7 +182,8 @@ impl ChartView {
             .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
         // A baseline of 0 unless the values sit far above it (the change would not show).
         let base = if lo >= 0.0 && lo < hi * 0.5 { 0.0 } else { lo };
-        let label_w = [hi, base]
+        // Every label drawn: the middle one (`602.75 MiB`) can be wider than the ends.
+        let label_w = [hi, base, base + (hi - base) / 2.0]
             .iter()
             .map(|v| text_width(&self.y_text(*v)))
             .max()
@@ -285,7 +286,7 @@ mod tests {
         let out = c.finish();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines[0], "live over ts (100 points)", "{out}");
-        assert!(lines[1].starts_with("1.00 GiB ┤"), "{out}");
+        assert!(lines[1].trim_start().starts_with("1.00 GiB ┤"), "{out}");
         // The peak is one full column at the middle; the rest stays near the bottom.
         let top = lines[1];
         assert_eq!(top.matches('█').count(), 1, "{out}");
@@ -293,6 +294,32 @@ mod tests {
         assert!(
             out.contains("└") && lines.last().unwrap().trim().starts_with('0'),
             "{out}"
+        );
+    }
+
+    /// The middle label (`602.75 MiB`) is wider than the top one (`1.18 GiB`): every row of
+    /// the axis starts at the same column.
+    #[test]
+    fn the_axis_is_as_wide_as_its_widest_label() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("ts", DataType::Int64, false),
+            Unit::Bytes.annotate(Field::new("live", DataType::Int64, false)),
+        ]));
+        let ts: Int64Array = (0..10).collect();
+        let top = 1_264_058_368i64; // 1.18 GiB: the middle is 602.75 MiB
+        let live: Int64Array = (0..10).map(|i| if i == 5 { top } else { 0 }).collect();
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ts), Arc::new(live)]).unwrap();
+        let mut c = ChartView::new(schema, opts());
+        c.push(&b).unwrap();
+        let out = c.finish();
+        let axis: Vec<usize> = out
+            .lines()
+            .filter_map(|l| l.find(['┤', '└']).map(|b| text_width(&l[..b])))
+            .collect();
+        assert!(out.contains("602.75 MiB ┤"), "{out}");
+        assert!(
+            axis.len() > 3 && axis.iter().all(|&a| a == axis[0]),
+            "{axis:?}\n{out}"
         );
     }
 
