@@ -89,7 +89,13 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
-    /// Run SQL on a dataset (or on raw inputs, ingested to a temporary dataset first).
+    /// Run SQL on a dataset, or on raw inputs ingested first through the dataset cache.
+    ///
+    /// Raw inputs (dumps, output folders, pickles) are ingested once into the per-user cache,
+    /// $XDG_CACHE_HOME/memq/datasets/ (default ~/.cache/memq/datasets/), one dataset per set of
+    /// input paths, and that dataset is reused while every source file is unchanged (same size
+    /// and modification time) and memq is the same version; otherwise it is ingested again.
+    /// --no-cache (or MEMQ_NO_CACHE=1) ingests into a temporary dataset instead, removed at exit.
     Sql {
         /// A dataset folder, or dumps / folders / pickles.
         #[arg(required = true)]

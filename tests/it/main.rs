@@ -15,6 +15,7 @@ mod faults;
 mod formats;
 mod gen_truth;
 mod gen_truth_more;
+mod help_docs;
 mod hostile;
 mod ingest_g3;
 mod ingest_memscope;

@@ -362,9 +362,14 @@ async fn to_db_writes_the_tool_table_and_reads_back_to_the_same_events() {
     assert_eq!(db_rows.len(), engine_rows.len());
     for (d, e) in db_rows.iter().zip(&engine_rows) {
         assert_eq!(d[..6], e[..6]);
-        // Attr: a JSON object whose values are all strings; size as the engine reads it.
-        let attr: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&d[6]).unwrap_or_else(|e| panic!("{}: {e}", d[6]));
+        // Attr: a JSON object whose values are all strings, or (no keys) an empty string as in
+        // the tool's db; size as the engine reads it.
+        assert_ne!(d[6], "{}", "an Attr without keys is written as ''");
+        let attr: serde_json::Map<String, serde_json::Value> = if d[6].is_empty() {
+            serde_json::Map::new()
+        } else {
+            serde_json::from_str(&d[6]).unwrap_or_else(|e| panic!("{}: {e}", d[6]))
+        };
         assert!(attr.values().all(|v| v.is_string()), "{}", d[6]);
         let size = attr
             .get("size")
@@ -372,6 +377,38 @@ async fn to_db_writes_the_tool_table_and_reads_back_to_the_same_events() {
             .map(str::to_string)
             .unwrap_or("NULL".into());
         assert_eq!(size, e[6], "{}", d[6]);
+    }
+
+    // A missing call stack is an empty string, as the tool writes it: never NULL or `N/A`.
+    for (col, engine_col) in [
+        ("Call Stack(Python)", "stack_py"),
+        ("Call Stack(C)", "stack_c"),
+    ] {
+        let (nulls, empty, na): (i64, i64, i64) = conn
+            .query_row(
+                &format!(
+                    "SELECT count(*) FILTER (WHERE \"{col}\" IS NULL), \
+                     count(*) FILTER (WHERE \"{col}\" = ''), \
+                     count(*) FILTER (WHERE \"{col}\" = 'N/A') FROM memscope_dump"
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        let missing = int(
+            &engine,
+            &format!("SELECT count(*) FROM events WHERE {engine_col} IS NULL"),
+        )
+        .await;
+        assert!(
+            missing > 0,
+            "{engine_col}: the sample has rows without a stack"
+        );
+        assert_eq!(
+            (nulls, empty, na),
+            (0, missing, 0),
+            "{col}: NULL, '', 'N/A' cells"
+        );
     }
 
     // memq's own db ingest reads it back to the same events.
@@ -395,6 +432,84 @@ async fn to_db_writes_the_tool_table_and_reads_back_to_the_same_events() {
     );
 }
 
+/// The cells of `table` in rowid order, each as SQLite's `quote()` shows it, so that NULL,
+/// `''` and `'N/A'` (and TEXT against INTEGER) stay apart.
+fn quoted_cells(db: &Path, table: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    let cols: Vec<String> = conn
+        .prepare(&format!(
+            "SELECT name FROM pragma_table_info('{table}') ORDER BY cid"
+        ))
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let select = cols
+        .iter()
+        .map(|c| format!("quote(\"{c}\")"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows = conn
+        .prepare(&format!("SELECT {select} FROM \"{table}\" ORDER BY rowid"))
+        .unwrap()
+        .query_map([], |r| {
+            (0..cols.len())
+                .map(|i| r.get::<_, String>(i))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    (cols, rows)
+}
+
+/// `to-db` writes what the tool writes: the real tool-written db (MindStudio Insight's test data,
+/// a current msMemScope db with SYSTEM rows that have no Attr and no stacks, and multi-line
+/// stacks on its HOST_PINNED rows), ingested and written back, gives the tool's cells one for
+/// one: a missing stack is `''` (not NULL or `N/A`), a stack has no enclosing quotes, an Attr
+/// without keys is `''` (not `{}`), Name/Device Id/Ptr without a value are `N/A`.
+#[test]
+fn to_db_writes_the_cells_the_tool_writes() {
+    let dir = TempDir::new().unwrap();
+    let tool_db = real_fixture("memscope/insight/memscope_host_pinned.db");
+    let ds = dir.path().join("hp.memq");
+    run_ok(memq().arg("ingest").arg(&tool_db).arg("-o").arg(&ds));
+    let db = dir.path().join("hp.db");
+    run_ok(memq().arg("to-db").arg(&ds).arg("-o").arg(&db));
+
+    let (tool_cols, tool_rows) = quoted_cells(&tool_db, "memscope_dump");
+    let (cols, rows) = quoted_cells(&db, "memscope_dump");
+    assert_eq!(cols, tool_cols);
+    assert_eq!(rows.len(), 10);
+    // The facts this test rests on, as the tool wrote them.
+    let system: Vec<&Vec<String>> = tool_rows.iter().filter(|r| r[1] == "'SYSTEM'").collect();
+    assert_eq!(system.len(), 3);
+    for r in &system {
+        assert_eq!(r[3], "'N/A'"); // Name
+        assert_eq!(r[7], "'N/A'"); // Device Id
+        assert_eq!(r[8], "'N/A'"); // Ptr
+        assert_eq!(r[9..], ["''", "''", "''"]); // Attr, both stacks
+    }
+    let mut differences = Vec::new();
+    for (tool, ours) in tool_rows.iter().zip(&rows) {
+        for ((col, t), o) in cols.iter().zip(tool).zip(ours) {
+            if t != o {
+                differences.push(format!("ID {} {col}: tool {t}, memq {o}", tool[0]));
+            }
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "cells that differ from the tool's db:\n{}",
+        differences.join("\n")
+    );
+}
+
 #[tokio::test]
 async fn to_db_keeps_python_traces_and_replaces_the_file_whole() {
     let dir = TempDir::new().unwrap();
@@ -411,7 +526,7 @@ async fn to_db_keeps_python_traces_and_replaces_the_file_whole() {
     assert!(traces > 0);
     let db = dir.path().join("g3.db");
     std::fs::write(&db, b"an old file").unwrap();
-    // Straight from the raw folder (temporary ingest), replacing the old file.
+    // Straight from the raw folder (ingested through the cache), replacing the old file.
     let (_, err) = run_ok(
         memq()
             .arg("to-db")

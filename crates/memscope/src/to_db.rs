@@ -2,10 +2,14 @@
 //! (docs/formats/memscope.md §4.1 and §4.3).
 //!
 //! - `memscope_dump`: the 12 columns and declared types the tool writes, one row per `events`
-//!   row, each source's rows in its file order (sources one after the other). Attr is a compact
-//!   JSON object whose values are all strings (`{}` when empty); MSTX names and the stacks carry
-//!   the literal surrounding double quotes like the tool's own db; Ptr is `0x` + 16 hex digits;
-//!   missing values are `N/A` (text columns) or `-1` (process / thread id).
+//!   row, each source's rows in its file order (sources one after the other). Cells follow the
+//!   tool-written db `fixtures/real/memscope/insight/memscope_host_pinned.db` (a current
+//!   msMemScope db from MindStudio Insight's test data): Attr is a compact JSON object whose
+//!   values are all strings, and an empty string when the row has no Attr keys (not `{}`); call
+//!   stacks are stored as plain text without enclosing quotes, and a missing stack is an empty
+//!   string (not NULL, not `N/A`); Ptr is `0x` + 16 hex digits; MSTX names carry literal
+//!   surrounding double quotes; other missing text (Name, Event Type, Device Id, Ptr) is `N/A`
+//!   and a missing process / thread id `-1`.
 //! - `Timestamp(ns)` holds nanoseconds (`events.ts`): sources written in µs are converted, so
 //!   a dataset mixing generations gives one consistent time axis.
 //! - `python_trace_<pid>`: the Python trace records, one table per process, as the tool writes.
@@ -13,7 +17,8 @@
 //!   db is written.
 //!
 //! memq's own db ingest reads the file back to the same `events` (apart from `source`, `line`,
-//! `row_idx`, and `ts_raw` of µs sources, which becomes the ns value).
+//! `row_idx`, and `ts_raw` of µs sources, which becomes the ns value), and `to-db` of the
+//! tool's db, once ingested, gives back the tool's cells.
 
 use std::path::{Path, PathBuf};
 
@@ -80,6 +85,18 @@ impl Columns {
 
 fn quoted(s: &str) -> String {
     format!("\"{s}\"")
+}
+
+/// A call stack cell as the tool writes it: the text as is, `''` when there is none. A stack
+/// whose own text starts and ends with `"` gets one more pair, because the db reader removes
+/// one pair of enclosing quotes (docs/formats/memscope.md §4.1 records tool builds that wrote
+/// them), so it reads back unchanged.
+fn stack_cell(stack: Option<&str>) -> String {
+    match stack {
+        None => String::new(),
+        Some(s) if s.len() >= 2 && s.starts_with('"') && s.ends_with('"') => quoted(s),
+        Some(s) => s.to_string(),
+    }
 }
 
 /// Writes the db for the engine's dataset to `out`. The file is built under a temporary name and
@@ -175,7 +192,12 @@ async fn write(ctx: &SessionContext, path: &Path) -> Result<ToDbReport> {
                     .map(|p| format!("0x{p:016x}"))
                     .unwrap_or_else(|| "N/A".into());
                 attr::parse_into(c.str(9, r).unwrap_or(""), &mut pairs);
-                let attr_json = attr::render_json(&pairs);
+                // The tool stores an Attr without keys as an empty string.
+                let attr_json = if pairs.is_empty() {
+                    String::new()
+                } else {
+                    attr::render_json(&pairs)
+                };
                 insert
                     .execute(params![
                         c.i64(0, r),
@@ -188,8 +210,8 @@ async fn write(ctx: &SessionContext, path: &Path) -> Result<ToDbReport> {
                         c.str(7, r).unwrap_or("N/A"),
                         ptr,
                         attr_json,
-                        c.str(10, r).map(quoted),
-                        c.str(11, r).map(quoted),
+                        stack_cell(c.str(10, r)),
+                        stack_cell(c.str(11, r)),
                     ])
                     .map_err(|e| db_error(path, e))?;
                 report.dump_rows += 1;
@@ -242,4 +264,23 @@ async fn write(ctx: &SessionContext, path: &Path) -> Result<ToDbReport> {
     tx.commit().map_err(|e| db_error(path, e))?;
     drop(conn);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stack_cell;
+
+    #[test]
+    fn stacks_are_written_as_the_tool_writes_them() {
+        // No stack: an empty string, as in the tool's db (not NULL, not `N/A`).
+        assert_eq!(stack_cell(None), "");
+        // A stack: its text, without enclosing quotes, newlines kept.
+        assert_eq!(
+            stack_cell(Some("a.py(1): f\nb.py(2): g\n")),
+            "a.py(1): f\nb.py(2): g\n"
+        );
+        // Text that is itself quoted keeps its quotes through the reader's one-pair strip.
+        assert_eq!(stack_cell(Some("\"NA\"")), "\"\"NA\"\"");
+        assert_eq!(stack_cell(Some("\"")), "\"");
+    }
 }
