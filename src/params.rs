@@ -40,6 +40,9 @@ pub fn parse_value(text: &str) -> ScalarValue {
     if let Ok(i) = t.parse::<i64>() {
         return ScalarValue::Int64(Some(i));
     }
+    if let Some(p) = hex_pointer(t) {
+        return ScalarValue::UInt64(Some(p));
+    }
     if t.bytes().any(|b| b.is_ascii_digit())
         && t.bytes()
             .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
@@ -83,6 +86,7 @@ pub fn check_name(name: &str) -> Result<()> {
 pub fn type_name(v: &ScalarValue) -> &'static str {
     match v {
         ScalarValue::Int64(_) => "BIGINT",
+        ScalarValue::UInt64(_) => "UBIGINT",
         ScalarValue::Float64(_) => "DOUBLE",
         ScalarValue::Boolean(_) => "BOOLEAN",
         ScalarValue::Null => "NULL",
@@ -105,6 +109,7 @@ fn literal(v: &ScalarValue) -> Expr {
         },
         ScalarValue::Float64(Some(f)) => value(Value::Number(format!("{f:?}"), false)),
         ScalarValue::Boolean(Some(b)) => value(Value::Boolean(*b)),
+        ScalarValue::UInt64(Some(u)) => value(Value::Number(u.to_string(), false)),
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
         | ScalarValue::Utf8View(Some(s)) => value(Value::SingleQuotedString(s.clone())),
@@ -113,11 +118,80 @@ fn literal(v: &ScalarValue) -> Expr {
     }
 }
 
+/// `0x…` (up to 16 hex digits) as a number: an address as dumps and stacks print it.
+pub fn hex_pointer(text: &str) -> Option<u64> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))?;
+    (!digits.is_empty() && digits.len() <= 16)
+        .then(|| u64::from_str_radix(digits, 16).ok())
+        .flatten()
+}
+
+/// A column that holds addresses (`ptr`, `addr`, `address`, `segment_address`, `*_ptr`, …).
+fn is_pointer_column(e: &Expr) -> bool {
+    let name = match e {
+        Expr::Identifier(i) => &i.value,
+        Expr::CompoundIdentifier(parts) => match parts.last() {
+            Some(i) => &i.value,
+            None => return false,
+        },
+        _ => return false,
+    };
+    let n = name.to_ascii_lowercase();
+    matches!(n.as_str(), "ptr" | "addr" | "address")
+        || n.ends_with("_ptr")
+        || n.ends_with("_addr")
+        || n.ends_with("_address")
+}
+
+/// Addresses written as dumps print them: a bare `0x0000fffdc0000000` is a number (SQL would
+/// read it as bytes), and so is `'0x…'` compared with an address column.
+fn pointer_literals(e: &mut Expr) {
+    let as_number = |e: &mut Expr, quoted: bool| {
+        if let Expr::Value(v) = e {
+            let hex = match &v.value {
+                Value::HexStringLiteral(h) => hex_pointer(&format!("0x{h}")),
+                Value::Number(n, _) => hex_pointer(n),
+                Value::SingleQuotedString(s) if quoted => hex_pointer(s.trim()),
+                _ => None,
+            };
+            if let Some(p) = hex {
+                *e = Expr::Value(Value::Number(p.to_string(), false).with_empty_span());
+            }
+        }
+    };
+    match e {
+        Expr::BinaryOp { left, right, .. } => {
+            if is_pointer_column(left) {
+                as_number(right, true);
+            } else if is_pointer_column(right) {
+                as_number(left, true);
+            }
+        }
+        Expr::InList { expr, list, .. } if is_pointer_column(expr) => {
+            for item in list {
+                as_number(item, true);
+            }
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } if is_pointer_column(expr) => {
+            as_number(low, true);
+            as_number(high, true);
+        }
+        Expr::Value(_) => as_number(e, false),
+        _ => {}
+    }
+}
+
 /// Replaces every `$name` placeholder of `statement` by its value. A placeholder without a value
-/// is an error naming it; positional placeholders (`$1`) are left alone.
+/// is an error naming it; positional placeholders (`$1`) are left alone. Addresses written in hex
+/// become numbers ([`pointer_literals`]).
 pub fn bind_statement(statement: &mut DfStatement, params: &Params) -> Result<()> {
     let mut missing: Option<String> = None;
     let mut f = |e: &mut Expr| {
+        pointer_literals(e);
         if let Expr::Value(v) = e {
             if let Value::Placeholder(p) = &v.value {
                 let name = p.trim_start_matches('$');
@@ -262,6 +336,16 @@ mod tests {
             ScalarValue::Utf8(Some("1; DROP VIEW peaks".into()))
         );
         assert_eq!(parse_value("inf"), ScalarValue::Utf8(Some("inf".into())));
+        // An address as dumps print it.
+        assert_eq!(
+            parse_value("0x0000fffdc0000000"),
+            ScalarValue::UInt64(Some(0xfffd_c000_0000))
+        );
+        assert_eq!(parse_value("0xZZ"), ScalarValue::Utf8(Some("0xZZ".into())));
+        assert_eq!(
+            parse_value("0x1ffffffffffffffff"),
+            ScalarValue::Utf8(Some("0x1ffffffffffffffff".into()))
+        );
         assert!(parse_assignment("x").is_err());
         assert!(parse_assignment("1x=2").is_err());
         assert_eq!(

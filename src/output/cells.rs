@@ -80,6 +80,11 @@ pub fn value_text(unit: Unit, v: f64, style: &CellStyle) -> String {
     }
 }
 
+/// An address as dumps and stacks print it: `0x` and 16 hex digits.
+pub fn format_pointer(v: u64) -> String {
+    format!("0x{v:016x}")
+}
+
 fn is_integer(t: &DataType) -> bool {
     t.is_integer()
 }
@@ -144,6 +149,13 @@ pub fn texts(field: &Field, col: &ArrayRef, style: &CellStyle) -> Result<Vec<Str
             .into_iter()
             .map(|v| or_null(v.map(format_percent)))
             .collect(),
+        Unit::Pointer if is_integer(t) => {
+            let c = cast(col, &DataType::UInt64)?;
+            c.as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+                .iter()
+                .map(|v| or_null(v.map(format_pointer)))
+                .collect()
+        }
         _ if human && matches!(t, DataType::Float64 | DataType::Float32 | DataType::Float16) => {
             floats(col)?
                 .into_iter()

@@ -1027,3 +1027,55 @@ fn params_reach_memq_c_and_the_shell() {
     assert_eq!(code, 2);
     assert!(err.contains("--param bad: expected name=value"), "{err}");
 }
+
+/// Addresses read as dumps and stacks print them: pointer columns show `0x` + 16 hex digits in
+/// the table view (csv keeps the number), and a bare `0x…` literal, a `'0x…'` string compared
+/// with an address column, an IN list and a `--param` in hex all find the same rows as the
+/// decimal value.
+#[test]
+fn pointers_are_hex_in_and_out() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let ptr: u64 = csv_value(
+        &ds,
+        "SELECT ptr FROM events WHERE ptr IS NOT NULL ORDER BY row_idx LIMIT 1",
+    )
+    .parse()
+    .unwrap();
+    let hex = format!("0x{ptr:016x}");
+    let n = csv_value(
+        &ds,
+        &format!("SELECT count(*) FROM events WHERE ptr = {ptr}"),
+    );
+    assert_ne!(n, "0");
+    for form in [
+        format!("ptr = {hex}"),
+        format!("ptr = '{hex}'"),
+        format!("'{hex}' = ptr"),
+        format!("ptr IN ({hex}, 1)"),
+        format!("ptr BETWEEN {hex} AND '{hex}'"),
+    ] {
+        let got = csv_value(&ds, &format!("SELECT count(*) FROM events WHERE {form}"));
+        assert_eq!(got, n, "{form}");
+    }
+    let (out, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "-e",
+        "SELECT count(*) AS n FROM events WHERE ptr = $p",
+        "--format",
+        "csv",
+        "--param",
+        &format!("p={hex}"),
+    ]));
+    assert_eq!(out.lines().nth(1), Some(n.as_str()), "{out}");
+    // A string compared with a text column stays a string.
+    let text = csv_value(
+        &ds,
+        &format!("SELECT count(*) FROM events WHERE event = '{hex}'"),
+    );
+    assert_eq!(text, "0");
+    let (table, _) = run_ok(memq().arg("sql").arg(&ds).args([
+        "-e",
+        &format!("SELECT ptr, size FROM events WHERE ptr = {ptr} LIMIT 1"),
+    ]));
+    assert!(table.contains(&format!("| {hex} |")), "{table}");
+}

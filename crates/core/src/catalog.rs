@@ -33,10 +33,12 @@ pub enum Unit {
     Count,
     /// A percentage, 0–100.
     Percent,
+    /// A device address (shown as `0x0000fffdc0000000`, as dumps and stacks print it).
+    Pointer,
 }
 
 impl Unit {
-    pub const ALL: [Unit; 7] = [
+    pub const ALL: [Unit; 8] = [
         Unit::None,
         Unit::Bytes,
         Unit::TimeNs,
@@ -44,6 +46,7 @@ impl Unit {
         Unit::DurationNs,
         Unit::Count,
         Unit::Percent,
+        Unit::Pointer,
     ];
 
     /// The name used in metadata and in the SQL library's `@column` lines.
@@ -56,6 +59,7 @@ impl Unit {
             Unit::DurationNs => "duration_ns",
             Unit::Count => "count",
             Unit::Percent => "percent",
+            Unit::Pointer => "pointer",
         }
     }
 
@@ -111,6 +115,11 @@ impl ColumnDef {
     /// Bytes (shorthand for `.unit(Unit::Bytes)`).
     pub fn bytes(self) -> ColumnDef {
         self.unit(Unit::Bytes)
+    }
+
+    /// An address (shorthand for `.unit(Unit::Pointer)`).
+    pub fn pointer(self) -> ColumnDef {
+        self.unit(Unit::Pointer)
     }
 
     /// A moment in ns since the Unix epoch.

@@ -7,9 +7,12 @@
 -- (blocks.held_at_end, docs/formats/memscope.md §5.5), so breakdown_at at the last timestamp
 -- shows what leak_candidates lists as held.
 -- Blocks are keyed by (source, pid, device, pool, ptr), so a FREE of
--- another pool or process never ends a block (unlike the reference `--at-timestamp`, quirks 2
--- and 3). Blocks freed without a recorded MALLOC (allocated before collection) are not counted:
--- their start is unknown.
+-- another pool or process never ends a block. (The msMemScope Python analysis script
+-- aggregate_dump.py of the mindstudio-agent package, whose `--at-timestamp` answers the same
+-- question, keys blocks by the address alone: there a PTA FREE at the base of a HAL segment
+-- removes the HAL segment, and processes and devices with equal addresses collide;
+-- docs/reference-differences.md.) Blocks freed without a recorded MALLOC (allocated before
+-- collection) are not counted: their start is unknown.
 --
 -- ts is in NANOSECONDS since the Unix epoch, like events.ts. For a G1 source (timestamps written
 -- in µs, sources.ts_unit = 'us') multiply the file's value by 1000.

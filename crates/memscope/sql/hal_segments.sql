@@ -16,7 +16,7 @@
 -- @column device              VARCHAR Device Id as written
 -- @column ts                  BIGINT  ns: MALLOC time, ns
 -- @column ts_raw              BIGINT  the same time as written in the file (µs for G1 sources)
--- @column ptr                 UBIGINT segment address
+-- @column ptr                 UBIGINT pointer: segment address
 -- @column size                BIGINT  segment bytes
 -- @column owner               VARCHAR owner of the MALLOC (CANN@HCCL, CANN@APP, ...); NULL when not recorded
 -- @column alloc_type          VARCHAR alloc (halMemAlloc, classic segment), create (halMemCreate, physical page of an expandable segment); NULL when not recorded

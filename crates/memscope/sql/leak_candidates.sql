@@ -1,25 +1,37 @@
 -- leak_candidates: blocks never really released: never freed, or ended only by a shadow FREE that fills in a missing release.
 --
 -- Blocks are keyed by (source, pid, device, pool, ptr). A block is listed when it had a MALLOC
--- and is still held at the end of the data by the single rule of `blocks.fate` (decided at ingest)
--- (docs/formats/memscope.md §5.5); `reason` maps its fate:
---   reason 'no_free'           fate never_freed: no FREE at all, still live at the end (G2 and
---                              older writers leave blocks alive at exit without a FREE);
---   reason 'shadow_fill'       fate exit_fill_in: its only FREE is the tool's shadow fill-in at
---                              exit while collecting (after the last START_TRACE with no
---                              STOP_TRACE after it, or a file without START/STOP rows; also a
---                              shadow FREE no other rule explains, see blocks.fate);
---   reason 'shadow_after_stop' fate exit_while_stopped: its shadow FREE is at the last
---                              STOP_TRACE + 1 ns (the process exited while stopped): a fill-in,
---                              or a free after that stop that the timestamp cannot tell apart.
--- Blocks whose shadow FREE was flushed at a start() (a genuine release during a stop period) or
--- that were closed because their address was allocated again (residual-block fill-in) are
--- released, as are blocks ended by a real FREE or by address reuse.
--- Stock memory (a promoted shadow MALLOC: allocated before collection started) is listed with
--- stock = true but is no leak verdict: `leak_summary` counts it apart.
--- FREEs without MALLOC are never listed.
--- The guide's "allocated in the first 20 % of the timeline" criterion is available as
--- timeline_pct (not applied). ORDER BY alloc_ts for allocation order (the reference's detail order).
+-- and is still held at the end of the data. Whether a block was released is decided once, at
+-- ingest, and kept in the column `blocks.fate` (docs/formats/memscope.md §5.5 explains the
+-- rules). msMemScope G3 dumps end every block with a FREE, but some of those FREEs are "shadow"
+-- FREEs (Attr shadow:true) that the tool writes itself rather than records: either a release
+-- that happened while collection was stopped, or a fill-in that closes a block the program never
+-- released. `reason` says why a block is listed:
+--   reason 'no_free'           the block has no FREE at all and is still live at the end
+--                              (fate never_freed; G2 and older dumps write no FREE for blocks
+--                              still allocated when the process exits);
+--   reason 'shadow_fill'       the block's only FREE is a fill-in that msMemScope added when the
+--                              process exited, for memory that was still allocated then: the
+--                              program never released it (fate exit_fill_in). That is a shadow
+--                              FREE after the last START_TRACE with no STOP_TRACE after it
+--                              (collection was on at exit), or in a file without START/STOP
+--                              rows, or any other shadow FREE that no rule below explains;
+--   reason 'shadow_after_stop' its shadow FREE is stamped 1 ns after the last STOP_TRACE (fate
+--                              exit_while_stopped): the process exited while collection was
+--                              stopped, so it is either such an exit fill-in or a real release
+--                              after that stop; the timestamp cannot tell them apart.
+-- Not listed, because the memory was released: blocks ended by a real FREE; blocks whose
+-- address was allocated again (closed by a new MALLOC, with or without the tool's fill-in FREE);
+-- blocks whose shadow FREE was written when collection started again (a start() after a stop:
+-- the release really happened while collection was stopped).
+-- Stock memory (a block allocated before collection started, which msMemScope writes as a
+-- shadow MALLOC at the start) is listed with stock = true but is no leak verdict: `leak_summary`
+-- counts it apart.
+-- FREEs without a MALLOC are never listed.
+-- The leak guide that comes with the msMemScope Python analysis scripts (the "memory-analysis"
+-- skill of the mindstudio-agent package) also asks for "allocated in the first 20 % of the
+-- timeline": that position is given as timeline_pct, not applied. ORDER BY alloc_ts for
+-- allocation order (the order in which those scripts' aggregate_dump.py lists its candidates).
 -- Stored with the dataset when it is built (one of the questions asked most, a few hundred rows
 -- whose plan and file opening cost several times their run).
 -- @stored
@@ -27,7 +39,7 @@
 -- @column pid            BIGINT  process id
 -- @column device         VARCHAR Device Id as written
 -- @column pool           VARCHAR pool = Event Type (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...)
--- @column ptr            UBIGINT block address
+-- @column ptr            UBIGINT pointer: block address
 -- @column address        VARCHAR block address as 0x + 16 hex digits, as msMemScope writes Ptr
 -- @column size           BIGINT  bytes: block size
 -- @column owner          VARCHAR full owner string; '(stock)' or the pool name when the MALLOC had none

@@ -30,7 +30,7 @@
 -- @column blocks      BIGINT  count: pool and owner rows: live blocks
 -- @column used        BIGINT  bytes: pool rows: the tool's `used` counter on the last row at or before the moment (HAL: NULL; HOST_PINNED: VmRSS)
 -- @column total       BIGINT  bytes: pool rows: the tool's `total` (reserved) counter there
--- @column ptr         UBIGINT block rows: address
+-- @column ptr         UBIGINT pointer: block rows: address
 -- @column alloc_ts    BIGINT  ns: block rows: MALLOC time, ns
 -- @column category    VARCHAR block rows: categorize(owner, user_frame)
 -- @column user_frame  VARCHAR block rows: innermost user frame of the MALLOC's Python stack

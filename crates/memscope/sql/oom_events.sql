@@ -34,7 +34,7 @@
 -- @column flag            UBIGINT trigger: driver flag word
 -- @column ret             BIGINT  trigger: driver return code (short-lived writers only)
 -- @column pool            VARCHAR recent/top: pool of the live block (PTA, PTA_WORKSPACE, ATB, MINDSPORE, HAL, UNKNOWN)
--- @column ptr             UBIGINT recent/top: block address
+-- @column ptr             UBIGINT pointer: recent/top: block address
 -- @column size            BIGINT  recent/top: block bytes
 -- @column alloc_ts        BIGINT  ns: recent/top: allocation time of the block, ns
 -- @column owner           VARCHAR recent/top: owner of the matching MALLOC; NULL when unknown

@@ -25,7 +25,7 @@
 -- @column peak_ts      BIGINT  ns: time of the first row reaching the peak, ns
 -- @column peak_bytes   BIGINT  bytes: live bytes of the series at the peak (= the sum of size over its rows here)
 -- @column rank         UBIGINT count: rank by size (1 = largest; ties: earlier allocation, then address)
--- @column ptr          UBIGINT block address
+-- @column ptr          UBIGINT pointer: block address
 -- @column size         BIGINT  bytes: block size
 -- @column pct_of_peak  DOUBLE  percent: size / peak_bytes × 100, 2 decimals
 -- @column owner        VARCHAR full owner string of the MALLOC; NULL when it had none

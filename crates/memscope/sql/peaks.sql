@@ -11,7 +11,9 @@
 -- Found at ingest, as the curve is written (table curve_peaks, crates/memscope/src/tiles.rs);
 -- tests/oracle/sql/peaks.sql is the same answer as a query over `curve`, and the tests check
 -- that both agree. Rows come in no particular order.
--- Pools, processes and devices are never mixed (the reference `--peak` mixes them, quirk 9).
+-- Pools, processes and devices are never mixed. (The `--peak` of aggregate_dump.py, the
+-- msMemScope Python analysis script of the mindstudio-agent package, sums the counters of every
+-- pool, device and process together without `--pool`, HOST_PINNED's host memory included.)
 --
 -- @column source      VARCHAR input file
 -- @column pid         BIGINT  process id

@@ -19,7 +19,7 @@
 -- @column pid          BIGINT  process id
 -- @column device       VARCHAR Device Id as written
 -- @column pool         VARCHAR pool = Event Type
--- @column ptr          UBIGINT block address
+-- @column ptr          UBIGINT pointer: block address
 -- @column size         BIGINT  bytes: block size
 -- @column owner        VARCHAR owner of the MALLOC; NULL when it had none
 -- @column user_frame   VARCHAR innermost user frame of the MALLOC's Python stack

@@ -19,7 +19,7 @@
 --
 -- @column snapshot         VARCHAR the snapshot (source name)
 -- @column device           BIGINT  device ordinal
--- @column addr             UBIGINT block address
+-- @column addr             UBIGINT pointer: block address
 -- @column size             BIGINT  bytes: requested by the caller (the trace's alloc size, or the final block's requested_size)
 -- @column block_size       BIGINT  bytes: the block occupies after rounding, when the block is in the final state; NULL otherwise
 -- @column origin           VARCHAR in_window (its alloc entry is in the trace) or before_window (allocated before the ring buffer starts)

@@ -11,7 +11,7 @@
 -- @column seq            BIGINT  position of the entry in its device list (snap_traces.seq)
 -- @column time_us        BIGINT  us: time of the entry, µs; NULL when not recorded
 -- @column action         VARCHAR segment_alloc, segment_free, segment_map or segment_unmap
--- @column addr           UBIGINT segment base address (alloc/free) or start address of the mapped range (map/unmap)
+-- @column addr           UBIGINT pointer: segment base address (alloc/free) or start address of the mapped range (map/unmap)
 -- @column size           BIGINT  bytes: of the segment or range
 -- @column delta_bytes    BIGINT  bytes: +size for alloc/map, -size for free/unmap
 -- @column reserved_bytes BIGINT  bytes: reserved after the entry (snap_timeline)

@@ -17,7 +17,7 @@
 -- @column device              BIGINT  device ordinal
 -- @column rank                UBIGINT rank within snapshot and device (1 = most fragmented, see above)
 -- @column segment_id          BIGINT  the segment (snap_segments.segment_id)
--- @column address             UBIGINT base address of the segment
+-- @column address             UBIGINT pointer: base address of the segment
 -- @column segment_type        VARCHAR large or small
 -- @column is_expandable       BOOLEAN expandable segment
 -- @column stream              BIGINT  stream handle of the segment

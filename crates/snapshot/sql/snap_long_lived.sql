@@ -4,16 +4,18 @@
 -- entries of the device: long_lived = allocated before the window, or by an alloc entry with
 -- seq < floor(0.2 × N). Such blocks survived (almost) the whole recorded window: model state, caches
 -- or leaks — the stack tells which.
--- The reference's leak mode counts something else: live blocks whose *segment* was created in the
--- first 20 % of all trace entries (by a segment_alloc/segment_map of that address on any device).
--- That flag is kept as reference_long_lived, and rows with only that flag are listed too; blocks of
--- segments created before the window can never have it, even when they are the oldest
+-- The snapshot analysis scripts of the "ascend-npu-snapshot-analyzer" skill (mindstudio-agent
+-- package), in their leak mode (`snapshot_analyze.py --mode leak`), count something else: live
+-- blocks whose *segment* was created in the first 20 % of all trace entries (by a
+-- segment_alloc/segment_map of that address on any device). That flag is kept as
+-- reference_long_lived, and rows with only that flag are listed too; blocks of segments created
+-- before the window can never have it, even when they are the oldest
 -- (docs/formats/snapshot.md §4.5; docs/reference-differences.md).
 --
 -- @column snapshot             VARCHAR the snapshot (source name)
 -- @column device               BIGINT  device ordinal
 -- @column block_id             BIGINT  the block in the final state (snap_blocks.block_id)
--- @column addr                 UBIGINT block address
+-- @column addr                 UBIGINT pointer: block address
 -- @column size                 BIGINT  bytes: requested by the caller
 -- @column block_size           BIGINT  bytes: the block occupies (after rounding)
 -- @column state_at_end         VARCHAR active_allocated or active_pending_free
@@ -24,9 +26,9 @@
 -- @column age_us               BIGINT  µs from its alloc entry to the device's last entry; NULL when unknown
 -- @column window_entries       BIGINT  count: trace entries of the device (N)
 -- @column long_lived           BOOLEAN true when allocated before the window or at seq < floor(0.2 × N)
--- @column reference_long_lived BOOLEAN true when the reference's leak mode counts it (its segment was created at trace index < floor(0.2 × all entries))
+-- @column reference_long_lived BOOLEAN true when `snapshot_analyze.py --mode leak` counts it (its segment was created at trace index < floor(0.2 × all entries))
 -- @column stack_id             BIGINT  allocation stack (snap_frames.stack_id); NULL when unknown
--- @column call_path            VARCHAR text: the reference's call path; '(no stack)' when none
+-- @column call_path            VARCHAR text: the call path as snapshot_analyze.py displays it (snap_stacks); '(no stack)' when none
 -- @column user_frame           VARCHAR text: first user frame (snap_stacks)
 WITH
 window_sizes AS (

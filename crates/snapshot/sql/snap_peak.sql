@@ -7,10 +7,12 @@
 -- reaching it, -1 when the state before the first entry already is the peak. A device with
 -- segments but no trace entries gets start = peak = end from the final state and NULL seqs.
 --
--- The reference's `--mode peak` figure is kept beside it as reference_peak: the highest net
--- segment growth since the start of the window, replayed from zero over segment events only
--- (NULL when there is none, as the reference then reports "no timeline data"). It is not a
--- memory level (docs/formats/snapshot.md §5 quirk 5; docs/reference-differences.md).
+-- The figure that `snapshot_analyze.py --mode peak` reports (the snapshot analysis scripts of
+-- the "ascend-npu-snapshot-analyzer" skill in the mindstudio-agent package) is kept beside it
+-- as reference_peak: the highest net segment growth since the start of the window, replayed
+-- from zero over segment events only (NULL when there is none, as that script then reports "no
+-- timeline data"). It is not a memory level: segments that existed before the window are not
+-- counted (docs/formats/snapshot.md §5.5; docs/reference-differences.md).
 --
 -- @column snapshot            VARCHAR the snapshot (source name)
 -- @column device              BIGINT  device ordinal

@@ -11,7 +11,7 @@
 -- @column peak_seq      BIGINT  seq of the peak entry (snap_peak.active_peak_seq; -1 = before the first entry)
 -- @column peak_bytes    BIGINT  bytes: the active peak (snap_peak.active_peak)
 -- @column rank          UBIGINT rank by size (1 = largest; ties: earlier allocation, then address)
--- @column addr          UBIGINT block address
+-- @column addr          UBIGINT pointer: block address
 -- @column size          BIGINT  bytes: requested by the caller
 -- @column pct_of_peak   DOUBLE  percent: size / peak_bytes, 2 decimals
 -- @column origin        VARCHAR in_window (allocated by an entry of the trace) or before_window

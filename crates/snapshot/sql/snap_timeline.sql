@@ -24,7 +24,7 @@
 -- @column seq                  BIGINT  0-based position of the entry in its device list (snap_traces.seq)
 -- @column time_us              BIGINT  us: time of the entry, µs; NULL when not recorded
 -- @column action               VARCHAR alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom, ...
--- @column addr                 UBIGINT block or segment address of the entry; NULL for oom
+-- @column addr                 UBIGINT pointer: block or segment address of the entry; NULL for oom
 -- @column size                 BIGINT  bytes: of the entry (requested bytes for block actions, segment bytes for segment actions)
 -- @column stack_id             BIGINT  stack of the entry (snap_frames.stack_id); NULL when none
 -- @column active_delta         BIGINT  bytes: the entry adds to (or, negative, removes from) active_bytes

@@ -10,12 +10,12 @@
 -- @column device          BIGINT  device ordinal
 -- @column rank            UBIGINT rank by size within the snapshot and device (1 = largest)
 -- @column block_id        BIGINT  the block (snap_blocks.block_id)
--- @column address         UBIGINT block address
+-- @column address         UBIGINT pointer: block address
 -- @column size            BIGINT  bytes: the block occupies (after rounding)
 -- @column requested_size  BIGINT  bytes: the caller asked for
 -- @column rounding_waste  BIGINT  bytes: lost to rounding (size - requested_size)
 -- @column segment_id      BIGINT  its segment (snap_segments.segment_id)
--- @column segment_address UBIGINT base address of its segment
+-- @column segment_address UBIGINT pointer: base address of its segment
 -- @column segment_size    BIGINT  bytes: of its segment (total_size)
 -- @column segment_type    VARCHAR large or small
 -- @column stack_id        BIGINT  allocation stack (snap_frames.stack_id); NULL when allocated before recording started

@@ -24,11 +24,11 @@
 -- @column device             BIGINT  device ordinal
 -- @column seq                BIGINT  the entry the state follows (the argument)
 -- @column kind               VARCHAR segment or block
--- @column address            UBIGINT segment base or block address
+-- @column address            UBIGINT pointer: segment base or block address
 -- @column size               BIGINT  bytes: segment size, or block size (= requested_size for replayed blocks)
 -- @column requested_size     BIGINT  bytes: requested: Σ over the segment's blocks, or the block's
 -- @column state              VARCHAR block state: active_allocated or active_pending_free; NULL for segments
--- @column segment_address    UBIGINT base address of the block's segment (NULL when no segment holds it); for segments their own base address
+-- @column segment_address    UBIGINT pointer: base address of the block's segment (NULL when no segment holds it); for segments their own base address
 -- @column stream             BIGINT  stream handle of the segment (of the block's segment for blocks)
 -- @column is_expandable      BOOLEAN expandable segment (for blocks: of their segment)
 -- @column origin             VARCHAR final (as in the final state) or replayed (put back or resized by undoing later entries)
