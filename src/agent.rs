@@ -173,6 +173,9 @@ pub fn error_json(e: &MemqError) -> String {
 /// Prints an error on stderr: one JSON line in agent mode, else `{prefix}{error}`.
 pub fn report_error(prefix: &str, e: &MemqError) {
     if active() {
+        if e.to_string().is_empty() {
+            return; // already reported, as the failing statement's own line
+        }
         eprintln!("{}", error_json(e));
     } else {
         eprintln!("{prefix}{e}");

@@ -161,6 +161,12 @@ fn plural(n: i64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Whether a pool of a device counts as one of the dataset's devices (the banner's and the
+/// report's count): not the host's pinned memory, not a row without a device (`N/A`).
+pub fn counts_as_device(pool: &str, device: &str) -> bool {
+    pool != "HOST_PINNED" && device != "N/A"
+}
+
 /// One line per format with data: what the dataset holds (devices, processes, snapshots).
 pub async fn holdings(engine: &Engine) -> Vec<String> {
     let m = &engine.manifest;
@@ -170,7 +176,10 @@ pub async fn holdings(engine: &Engine) -> Vec<String> {
             engine,
             // event_counts has a row per (source, pid, device, event, event_type) of `events`:
             // the same counts without a scan of every event at each opening.
-            "SELECT COALESCE(SUM(\"rows\"), 0), count(DISTINCT device), count(DISTINCT pid) FROM event_counts",
+            // Devices as the report counts them (`counts_as_device`).
+            "SELECT COALESCE(SUM(\"rows\"), 0), \
+             (SELECT count(DISTINCT device) FROM peaks WHERE pool <> 'HOST_PINNED' AND device <> 'N/A'), \
+             count(DISTINCT pid) FROM event_counts",
         )
         .await;
         if let [events, devices, processes] = c[..] {

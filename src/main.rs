@@ -400,8 +400,22 @@ async fn run(cli: Cli) -> Result<()> {
         }
         let bound = bind_params(&cli.params)?;
         let opened = open_inputs(&cli.inputs, true).await?;
-        if cli.command_sql.is_some() || cli.file.is_some() {
-            let (text, origin) = sql_text(cli.command_sql, cli.file.as_deref())?;
+        let bail = match (cli.bail, cli.no_bail) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        if let (None, Some(file)) = (&cli.command_sql, &cli.file) {
+            // A script for the shell: meta commands (`\format csv`, `\i`) as `\i` takes them.
+            let (text, origin) = sql_text(None, Some(file))?;
+            let mut opts = ReplOptions::standard();
+            opts.max_rows = cli.maxrows;
+            opts.params = bound;
+            opts.bail = bail;
+            return repl::run_file(opened, opts, &origin, &text).await;
+        }
+        if cli.command_sql.is_some() {
+            let (text, origin) = sql_text(cli.command_sql, None)?;
             let mut print = PrintOptions::new(Format::Table, false);
             print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
             print.width = exec::terminal_width();
@@ -410,11 +424,7 @@ async fn run(cli: Cli) -> Result<()> {
         let mut opts = ReplOptions::standard();
         opts.max_rows = cli.maxrows;
         opts.params = bound;
-        opts.bail = match (cli.bail, cli.no_bail) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        };
+        opts.bail = bail;
         return repl::run(opened, opts).await;
     };
     match command {

@@ -65,6 +65,16 @@ pub async fn run_files(
             results_seen += 1;
             match out {
                 RunOutput::Stdout(print) => {
+                    // A table says which file and statement it answers; machine formats
+                    // (csv, json, …) stay bare.
+                    if matches!(print.format, crate::output::Format::Table) {
+                        let which = if queries <= 1 {
+                            String::new()
+                        } else {
+                            format!(", result {results_seen} of {queries}")
+                        };
+                        println!("-- {origin}{which}");
+                    }
                     if print.print(&mut r, stop).await?.stopped() {
                         return Ok(written);
                     }

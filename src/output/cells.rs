@@ -7,6 +7,7 @@
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::ArrayFormatter;
 
 use memq_core::catalog::Unit;
@@ -101,6 +102,71 @@ fn floats(col: &ArrayRef) -> Result<Vec<Option<f64>>> {
 
 fn or_null(v: Option<String>) -> String {
     v.unwrap_or_else(|| "NULL".to_string())
+}
+
+/// The unit of each row `from..to`, for a result whose columns take their unit from the row
+/// (`SUMMARIZE`: a row per column summarised, its unit in the `unit` column); None otherwise.
+pub fn row_units(batch: &RecordBatch, from: usize, to: usize) -> Option<Vec<Unit>> {
+    let schema = batch.schema();
+    let by_row = schema.fields().iter().any(|f| {
+        f.metadata()
+            .contains_key(memq_engine::summarize::UNIT_FROM_KEY)
+    });
+    let i = schema.index_of("unit").ok().filter(|_| by_row)?;
+    let col = cast(&batch.column(i).slice(from, to - from), &DataType::Utf8).ok()?;
+    let names = col.as_string::<i32>();
+    Some(
+        (0..names.len())
+            .map(|r| {
+                (!names.is_null(r))
+                    .then(|| Unit::parse(names.value(r)))
+                    .flatten()
+                    .unwrap_or(Unit::None)
+            })
+            .collect(),
+    )
+}
+
+/// The texts of one column whose values are in each row's own unit (`units`, from
+/// [`row_units`]); a column that does not take the row's unit is shown by [`texts`].
+pub fn texts_by_row(
+    field: &Field,
+    col: &ArrayRef,
+    units: &[Unit],
+    style: &CellStyle,
+) -> Result<Vec<String>> {
+    let how = field
+        .metadata()
+        .get(memq_engine::summarize::UNIT_FROM_KEY)
+        .map(String::as_str);
+    let plain = texts(field, col, style)?;
+    let Some(how) = how.filter(|_| style.values == BytesDisplay::Human) else {
+        return Ok(plain);
+    };
+    let numbers = match cast(col, &DataType::Float64) {
+        Ok(c) => c,
+        Err(_) => return Ok(plain),
+    };
+    let numbers = numbers.as_primitive::<Float64Type>();
+    Ok(plain
+        .into_iter()
+        .enumerate()
+        .map(|(r, text)| {
+            let unit = match (units.get(r).copied().unwrap_or(Unit::None), how) {
+                (Unit::TimeNs, "spread") => Unit::DurationNs,
+                (Unit::TimeUs | Unit::Pointer, "spread") => Unit::None,
+                (u, _) => u,
+            };
+            if unit == Unit::None || numbers.is_null(r) {
+                return text;
+            }
+            let v = numbers.value(r);
+            if unit == Unit::Pointer {
+                return format_pointer(v as u64);
+            }
+            value_text(unit, v, style)
+        })
+        .collect())
 }
 
 /// The texts of one column (before they are made one line and cut), by its unit.

@@ -307,9 +307,13 @@ fn cells(
 ) -> Result<Vec<Vec<String>>> {
     let schema = batch.schema();
     let mut columns: Vec<Vec<String>> = Vec::with_capacity(batch.num_columns());
+    let row_units = cells::row_units(batch, from, to);
     for (field, col) in schema.fields().iter().zip(batch.columns()) {
         let slice = col.slice(from, to - from);
-        let texts = cells::texts(field, &slice, &style)?;
+        let texts = match &row_units {
+            Some(units) => cells::texts_by_row(field, &slice, units, &style)?,
+            None => cells::texts(field, &slice, &style)?,
+        };
         columns.push(texts.iter().map(|t| one_line(t)).collect());
     }
     Ok((0..to - from)

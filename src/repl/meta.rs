@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::exec::terminal_width;
 use crate::output::{BytesDisplay, Format};
 use crate::params;
 use memq_core::error::{MemqError, Result};
@@ -62,6 +63,55 @@ fn help() -> String {
     s
 }
 
+/// `text` fitted to `width` (the terminal's; unchanged without one): a longer line is broken
+/// between words, its continuation indented under the start of its description (the text after
+/// the first run of two spaces), so that no word is cut by the terminal's own wrapping.
+pub fn fit_text(text: &str, width: Option<usize>) -> String {
+    let Some(width) = width.filter(|&w| w >= 20) else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if body.chars().count() <= width {
+            out.push_str(line);
+            continue;
+        }
+        let lead = body.len() - body.trim_start().len();
+        let hang = body[lead..]
+            .find("  ")
+            .map(|gap| {
+                let from = lead + gap;
+                from + body[from..].len() - body[from..].trim_start().len()
+            })
+            .filter(|&h| h <= width / 2)
+            .unwrap_or(lead + 2);
+        let mut current = " ".repeat(lead);
+        let mut fresh = true;
+        for word in body[lead..].split(' ') {
+            let candidate = if fresh {
+                format!("{current}{word}")
+            } else {
+                format!("{current} {word}")
+            };
+            if candidate.chars().count() > width && !fresh && !word.is_empty() {
+                out.push_str(current.trim_end());
+                out.push('\n');
+                current = format!("{}{word}", " ".repeat(hang));
+            } else {
+                current = candidate;
+            }
+            fresh = false;
+        }
+        out.push_str(current.trim_end());
+        out.push_str(nl);
+    }
+    out
+}
+
 /// Aligned columns, two spaces apart; the last column is not padded.
 fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -100,12 +150,14 @@ impl Session {
         };
         match cmd {
             "\\q" | "\\quit" => return Ok(Next::Quit),
-            "\\?" | "\\h" | "\\help" => print!("{}", help()),
-            "\\d" if arg.is_empty() => print!("{}", self.list_relations()),
-            "\\d" => print!("{}", self.describe(arg).await?),
-            "\\dt" => print!("{}", self.list_tables()),
-            "\\dv" => print!("{}", self.list_views()),
-            "\\df" => print!("{}", list_functions()),
+            "\\?" | "\\h" | "\\help" => print!("{}", fit_text(&help(), terminal_width())),
+            "\\d" if arg.is_empty() => {
+                print!("{}", fit_text(&self.list_relations(), terminal_width()))
+            }
+            "\\d" => print!("{}", fit_text(&self.describe(arg).await?, terminal_width())),
+            "\\dt" => print!("{}", fit_text(&self.list_tables(), terminal_width())),
+            "\\dv" => print!("{}", fit_text(&self.list_views(), terminal_width())),
+            "\\df" => print!("{}", fit_text(&list_functions(), terminal_width())),
             "\\timing" => {
                 self.settings.timing = match arg {
                     "" => !self.settings.timing,
@@ -479,4 +531,22 @@ fn list_functions() -> String {
         "\nDataFusion's built-in functions are available too (SHOW FUNCTIONS lists them).\n",
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit_text;
+
+    /// Long lines break between words, under their description; short ones stay.
+    #[test]
+    fn text_fits_the_terminal() {
+        let text = "  \\dv         canned analyses (views and table functions) by source, with one-line docs\nshort\n";
+        let out = fit_text(text, Some(40));
+        assert_eq!(
+            out,
+            "  \\dv         canned analyses (views and\n               table functions) by source,\n               with one-line docs\nshort\n"
+        );
+        assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
+        assert_eq!(fit_text(text, None), text);
+    }
 }

@@ -412,6 +412,55 @@ impl Drop for Session {
     }
 }
 
+/// Runs the statements and meta commands of a script file (`memq INPUT -f FILE`) as `\i`
+/// runs them, without a prompt or banner: it stops at the first failing statement unless
+/// `opts.bail` is `Some(false)` (`--no-bail`), which goes on and exits 1 at the end.
+pub async fn run_file(opened: Opened, opts: ReplOptions, origin: &str, text: &str) -> Result<()> {
+    let mut session = Session::new(opened).await?;
+    session.params = opts.params.clone();
+    if let Some(n) = opts.max_rows {
+        session.settings.max_rows = n;
+    }
+    let bail = opts.bail.unwrap_or(true);
+    let mut failed = false;
+    let mut statements = 0;
+    let stopped = |n: usize| {
+        MemqError::Query(format!(
+            "{origin}: statement {n} failed (its error is above); --no-bail goes on"
+        ))
+    };
+    for line in text.lines() {
+        let (next, done) = session.feed_line(line, 0).await;
+        statements += done.len();
+        if bail && session.last_error {
+            return Err(stopped(statements.max(1)));
+        }
+        failed |= session.last_error;
+        if next == Next::Quit {
+            return finish_script(failed);
+        }
+    }
+    let rest = std::mem::take(&mut session.buffer);
+    if !input::is_blank(&rest) {
+        session.execute(rest.trim()).await;
+        if bail && session.last_error {
+            return Err(stopped(statements + 1));
+        }
+        failed |= session.last_error;
+    }
+    finish_script(failed)
+}
+
+fn finish_script(failed: bool) -> Result<()> {
+    if failed {
+        return Err(MemqError::Query(
+            "a statement of the script failed (--no-bail went on to the end; its error is above)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the REPL until `\q` or Ctrl-D.
 pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     let config = Config::builder()
@@ -444,7 +493,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
     let banner = banner(session.engine()).await;
     // Results only on stdout when it is not a terminal session (a script's output).
     if interactive && std::io::stdout().is_terminal() {
-        println!("{banner}");
+        println!("{}", meta::fit_text(&banner, crate::exec::terminal_width()));
     } else {
         eprintln!("{banner}");
     }
@@ -495,13 +544,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
             Err(e) => return Err(MemqError::Query(format!("REPL: {e}"))),
         }
     }
-    if failed && !interactive {
-        return Err(MemqError::Query(
-            "a statement of the script failed (--no-bail went on to the end; its error is above)"
-                .into(),
-        ));
-    }
-    Ok(())
+    finish_script(failed && !interactive)
 }
 
 /// The banner: the dataset, what it holds, the analyses to start with.
@@ -532,10 +575,19 @@ async fn banner(engine: &Engine) -> String {
             "\nStart with {names} (SELECT * FROM {first};); \\dv lists the {listed} analyses by source."
         ));
     }
+    out.push_str(&format!(
+        "\nThe diagnosis: `memq report {} -o report.html` (or .md, .json).",
+        engine.dataset.display()
+    ));
     out
 }
 
+/// The error that ends a script at its first failing statement. In agent mode that statement's
+/// JSON line is the only one: the error is empty, which `agent::report_error` does not print.
 fn bailed() -> MemqError {
+    if crate::agent::active() {
+        return MemqError::Query(String::new());
+    }
     MemqError::Query(
         "stopped at the first error (the input is not a terminal; --no-bail goes on)".into(),
     )

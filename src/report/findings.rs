@@ -400,7 +400,7 @@ fn sources_section(b: &mut Builder) {
         let mut devs: Vec<String> = d
             .peaks
             .iter()
-            .filter(|r| r.s("pool") != "HOST_PINNED")
+            .filter(|r| crate::guide::counts_as_device(&r.s("pool"), &r.s("device")))
             .map(|r| format!("m{}", r.s("device")))
             .chain(
                 d.snap_overview

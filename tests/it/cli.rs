@@ -491,7 +491,7 @@ fn scripting_like_duckdb() {
     let (code, err) = run_err(memq().arg("-f").arg(&q).arg(&ds));
     assert_eq!(code, 1);
     assert!(
-        err.contains("q.sql: statement 2: column 'nope' not found"),
+        err.contains("column 'nope' not found") && err.contains("q.sql: statement 2 failed"),
         "{err}"
     );
     let (code, err) = run_err(memq().arg("sql").arg(&ds).arg("-f").arg(&q));
@@ -923,6 +923,26 @@ fn agent_mode_writes_typed_markdown_and_json_errors() {
             .starts_with("syntax error at line 1, column 10"),
         "{v}"
     );
+    // A script piped into the shell stops at its first error: still one JSON line.
+    let mut piped = memq();
+    piped
+        .arg(&ds)
+        .env("AI_AGENT", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = piped.spawn().unwrap();
+    std::io::Write::write_all(
+        child.stdin.as_mut().unwrap(),
+        b"SELECT nope FROM peaks;\nSELECT 1;\n",
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let json: Vec<&str> = err.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(json.len(), 1, "{err}");
+    assert!(json[0].contains("column 'nope' not found"), "{err}");
     let (code, err) = run_err(&mut agent(&["--no-such-flag"]));
     assert_eq!(code, 2);
     let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
@@ -959,7 +979,20 @@ fn summarize_gives_a_row_per_column() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
-        "column_name,column_type,min,max,approx_unique,avg,std,q25,q50,q75,count,null_percentage"
+        "column_name,column_type,min,max,approx_unique,avg,std,q25,q50,q75,count,null_percentage,unit"
+    );
+    assert!(lines[1].ends_with(",bytes"), "{out}");
+    // The table view shows each row's figures in its column's unit.
+    let (table, _) = run_ok(
+        memq()
+            .arg("sql")
+            .arg(&ds)
+            .args(["-e", &format!("SUMMARIZE {q}")]),
+    );
+    let size_row = table.lines().find(|l| l.starts_with("| size ")).unwrap();
+    assert!(
+        size_row.contains(" MiB ") || size_row.contains(" KiB "),
+        "{table}"
     );
     assert_eq!(lines.len(), 4, "{out}");
     let direct = csv_value(
@@ -1078,4 +1111,76 @@ fn pointers_are_hex_in_and_out() {
         &format!("SELECT ptr, size FROM events WHERE ptr = {ptr} LIMIT 1"),
     ]));
     assert!(table.contains(&format!("| {hex} |")), "{table}");
+}
+
+/// The ingest summary lines up its counts, whatever the length of the table names.
+#[test]
+fn ingest_summary_lines_up() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let (_, out) = run_ok(
+        memq()
+            .arg("ingest")
+            .arg(real_fixture("memscope/real"))
+            .arg("-o")
+            .arg(dir.path().join("r.memq")),
+    );
+    let ends: Vec<usize> = out
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.ends_with(" rows"))
+        .map(|l| l.len())
+        .collect();
+    assert!(ends.len() > 10, "{out}");
+    assert!(ends.iter().all(|&e| e == ends[0]), "{out}");
+    assert!(out.contains("owner_live_peaks"), "{out}");
+}
+
+/// `memq INPUT -f FILE` takes the meta commands `\i` takes, stops at the first error (exit 1,
+/// naming the file) unless --no-bail; `memq run` without -o labels each table with its file and
+/// result, and leaves csv bare.
+#[test]
+fn scripts_take_meta_commands_and_run_labels_results() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let script = dir.path().join("s.sql");
+    std::fs::write(
+        &script,
+        "\\format csv\nSELECT 2 AS b;\n\\set maxrows 3\nSELECT 3 AS c\n",
+    )
+    .unwrap();
+    let (out, _) = run_ok(memq().arg(&ds).arg("-f").arg(&script));
+    assert_eq!(
+        out,
+        "Output format is csv.\nb\n2\nmaxrows = 3: tables show at most 3 rows (head and tail).\nc\n3\n"
+    );
+    let bad = dir.path().join("bad.sql");
+    std::fs::write(&bad, "SELECT nope;\nSELECT 4 AS d;\n").unwrap();
+    let (code, err) = run_err(memq().arg(&ds).arg("-f").arg(&bad));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("column 'nope' not found") && err.contains("bad.sql"),
+        "{err}"
+    );
+    let mut go_on = memq();
+    go_on.arg(&ds).arg("-f").arg(&bad).arg("--no-bail");
+    let o = go_on.output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| 4 |"));
+    let (q1, q2) = (dir.path().join("q1.sql"), dir.path().join("q2.sql"));
+    std::fs::write(&q1, "SELECT 1 AS a;\nSELECT 2 AS b;\n").unwrap();
+    std::fs::write(&q2, "SELECT 3 AS c;\n").unwrap();
+    let (out, _) = run_ok(memq().arg("run").arg(&ds).arg(&q1).arg(&q2));
+    let labels: Vec<&str> = out.lines().filter(|l| l.starts_with("-- ")).collect();
+    assert_eq!(labels.len(), 3, "{out}");
+    assert!(
+        labels[0].ends_with("q1.sql, result 1 of 2") && labels[2].ends_with("q2.sql"),
+        "{out}"
+    );
+    let (out, _) = run_ok(
+        memq()
+            .arg("run")
+            .arg(&ds)
+            .arg(&q2)
+            .args(["--format", "csv"]),
+    );
+    assert_eq!(out, "c\n3\n");
 }

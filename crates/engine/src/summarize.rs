@@ -70,9 +70,20 @@ pub fn rewrite(sql: &str) -> Option<String> {
 }
 
 /// The columns of a summary.
+/// Metadata of a summary column whose values are in the unit of the row's column (its name in
+/// the `unit` column): `value` for a value of the column (min, max, mean, quartiles), `spread`
+/// for a difference of two (the standard deviation: a moment's spread is a duration).
+pub const UNIT_FROM_KEY: &str = "memq.unit_from_row";
+
 fn summary_schema() -> SchemaRef {
-    let text = |n: &str| Field::new(n, DataType::Utf8, true);
-    let float = |n: &str| Field::new(n, DataType::Float64, true);
+    let by_row = |f: Field, how: &str| {
+        f.with_metadata(std::collections::HashMap::from([(
+            UNIT_FROM_KEY.to_string(),
+            how.to_string(),
+        )]))
+    };
+    let text = |n: &str| by_row(Field::new(n, DataType::Utf8, true), "value");
+    let float = |n: &str| by_row(Field::new(n, DataType::Float64, true), "value");
     Arc::new(Schema::new(vec![
         Field::new("column_name", DataType::Utf8, false),
         Field::new("column_type", DataType::Utf8, false),
@@ -80,12 +91,13 @@ fn summary_schema() -> SchemaRef {
         text("max"),
         Unit::Count.annotate(Field::new("approx_unique", DataType::Int64, true)),
         float("avg"),
-        float("std"),
+        by_row(Field::new("std", DataType::Float64, true), "spread"),
         float("q25"),
         float("q50"),
         float("q75"),
         Unit::Count.annotate(Field::new("count", DataType::Int64, false)),
-        Unit::Percent.annotate(float("null_percentage")),
+        Unit::Percent.annotate(Field::new("null_percentage", DataType::Float64, true)),
+        Field::new("unit", DataType::Utf8, true),
     ]))
 }
 
@@ -226,6 +238,7 @@ impl Summary {
             (vec![], vec![], vec![], vec![], vec![]);
         let (mut avg, mut std, mut q25, mut q50, mut q75, mut count, mut nulls) =
             (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut units: Vec<Option<&str>> = vec![];
         for (i, f) in fields.iter().enumerate() {
             let k = 1 + i * 9;
             names.push(f.name().clone());
@@ -241,6 +254,8 @@ impl Summary {
             let n = int(value(k + 8)?).unwrap_or(0);
             count.push(n);
             nulls.push((total > 0).then(|| 100.0 * (total - n) as f64 / total as f64));
+            let unit = Unit::of(f);
+            units.push((unit != Unit::None && f.data_type().is_numeric()).then(|| unit.name()));
         }
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(names)),
@@ -255,6 +270,7 @@ impl Summary {
             Arc::new(Float64Array::from(q75)),
             Arc::new(Int64Array::from(count)),
             Arc::new(Float64Array::from(nulls)),
+            Arc::new(StringArray::from(units)),
         ];
         Ok(RecordBatch::try_new(summary_schema(), columns)?)
     }

@@ -51,10 +51,11 @@ impl IngestReport {
     /// The closing summary: rows per table, rejects, elapsed time, throughput.
     pub fn summary(&self) -> String {
         let mut out = format!("dataset {}\n", self.dataset.display());
-        for t in &self.manifest.tables {
-            if t.rows > 0 {
-                out.push_str(&format!("  {:<14} {:>12} rows\n", t.name, t.rows));
-            }
+        let shown = self.manifest.tables.iter().filter(|t| t.rows > 0);
+        // Names as wide as the longest, so the counts line up.
+        let name_w = shown.clone().map(|t| t.name.len()).max().unwrap_or(0);
+        for t in shown {
+            out.push_str(&format!("  {:<name_w$} {:>12} rows\n", t.name, t.rows));
         }
         let secs = self.elapsed.as_secs_f64();
         let mb = self.input_bytes as f64 / (1024.0 * 1024.0);
