@@ -552,6 +552,20 @@ fn g3_dataset(dir: &tempfile::TempDir) -> std::path::PathBuf {
     ds
 }
 
+/// The rows of a csv result, as text cells (header left out).
+fn count_rows(ds: &std::path::Path, sql: &str) -> Vec<Vec<String>> {
+    let (out, _) = run_ok(
+        memq()
+            .arg("sql")
+            .arg(ds)
+            .args(["-e", sql, "--format", "csv"]),
+    );
+    out.lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
 /// The single value of a one-cell csv result.
 fn csv_value(ds: &std::path::Path, sql: &str) -> String {
     let (out, _) = run_ok(
@@ -700,7 +714,41 @@ fn table_function_arguments_are_checked_and_readable() {
     let at = |arg: &str| count(&format!("SELECT count(*) FROM breakdown_at({arg}, 'PTA')"));
     let expected = at(&peak.to_string());
     assert_ne!(expected, "0");
-    assert_eq!(at("'peak'"), expected);
+    // 'peak' is each series' own peak: the rows of every PTA series at its own peak moment.
+    let mut own_rows = 0u64;
+    for s in count_rows(
+        &ds,
+        "SELECT source, pid, device, peak_ts FROM peaks WHERE pool = 'PTA' AND metric = 'live'",
+    ) {
+        own_rows += count(&format!(
+            "SELECT count(*) FROM breakdown_at({}, 'PTA') WHERE source = '{}' AND pid = {} AND device = '{}'",
+            s[3], s[0], s[1], s[2]
+        ))
+        .parse::<u64>()
+        .unwrap();
+    }
+    assert!(own_rows > 0);
+    assert_eq!(at("'peak'"), own_rows.to_string());
+    // Per device: each device's rows at its own peak, as its own moment gives them.
+    let per_device =
+        count("SELECT count(DISTINCT device) FROM breakdown_at('peak', NULL) WHERE pool = 'HAL'");
+    let devices =
+        count("SELECT count(DISTINCT device) FROM peaks WHERE pool = 'HAL' AND metric = 'live'");
+    assert_eq!(per_device, devices);
+    for dev in count_rows(
+        &ds,
+        "SELECT device, peak_ts FROM peaks WHERE pool = 'HAL' AND metric = 'live'",
+    ) {
+        let own = count(&format!(
+            "SELECT sum(bytes) FROM breakdown_at({}, 'HAL') WHERE device = '{}'",
+            dev[1], dev[0]
+        ));
+        let via_peak = count(&format!(
+            "SELECT sum(bytes) FROM breakdown_at('peak', 'HAL') WHERE device = '{}'",
+            dev[0]
+        ));
+        assert_eq!(via_peak, own, "device {}", dev[0]);
+    }
     assert_eq!(
         at("(SELECT ts FROM curve WHERE pool = 'PTA' ORDER BY live_bytes DESC, ts LIMIT 1)"),
         expected

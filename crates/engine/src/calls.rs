@@ -4,8 +4,9 @@
 //! - A moment (`ts` of `breakdown_at`, `t0`/`t1` of `window_summary`) may be written as ns since
 //!   the Unix epoch, `'+12.3s'` (from the run's start; `ms`, `us`, `ns`, `min`, `h` too), an ISO
 //!   time (`'2025-12-05T02:00:12.5Z'`, UTC unless it gives an offset), `'start'`, `'end'` or
-//!   `'peak'` (the moment the pool asked for, else any pool, was highest in `curve`). It must lie
-//!   in the run; one that would with ×1000 (µs given for ns) says so.
+//!   `'peak'` (for a breakdown: each series at its own peak of live bytes; for a window: the
+//!   moment the pool asked for, else any pool, was highest in `curve`). It must lie in the run;
+//!   one that would with ×1000 (µs given for ns) says so.
 //! - A pool must be one of the dataset's (a case-insensitive match is offered); a snapshot name
 //!   (`snap_compare`, `state_at`) one of its snapshots; a device one of its devices.
 //! - Any argument may be a scalar subquery, `(SELECT ts FROM peaks WHERE ...)`.
@@ -378,6 +379,10 @@ fn as_text(v: &ScalarValue) -> Option<&str> {
     }
 }
 
+/// The moment `'peak'` of a breakdown: each series at its own peak of live bytes
+/// (breakdown_at.sql, breakdown_tree_at.sql).
+pub const PEAK_OF_EACH_SERIES: i64 = i64::MIN;
+
 /// The readable moment `text` in ns.
 async fn moment(
     ctx: &SessionContext,
@@ -545,6 +550,13 @@ pub async fn resolve(
             continue;
         }
         match k {
+            // 'peak' as the moment of a breakdown is each series' own peak (the analysis joins
+            // `peaks`), passed on as the one value no moment has.
+            Kind::Moment
+                if as_text(&values[i]).is_some_and(|t| t.trim().eq_ignore_ascii_case("peak")) =>
+            {
+                values[i] = ScalarValue::Int64(Some(PEAK_OF_EACH_SERIES));
+            }
             Kind::Moment | Kind::WindowStart | Kind::WindowEnd => {
                 let ns = match as_text(&values[i]) {
                     Some(text) => {

@@ -20,9 +20,10 @@
 -- bytes, so pools are decomposed one at a time; pass NULL for pool to list every pool, each
 -- separately. Owner naming as in owner_peaks ('(stock)' = memory allocated before collection
 -- started: counted, not attributed). `breakdown_tree_at` gives the same bytes by owner level.
--- ORDER BY bytes DESC for the largest owners first.
+-- Rows are ordered by series (source, pid, device, pool), then bytes descending (the largest
+-- owners first).
 --
--- @param ts BIGINT the moment to look at, ns since the Unix epoch
+-- @param ts BIGINT the moment to look at: ns since the Unix epoch, '+12.3s' (from the run's start; ms, us, ns, min, h too), an ISO time ('2025-12-05T02:00:12.5Z'), 'start', 'end', 'peak' (each series' own peak of live bytes), or a subquery (SELECT ts FROM ...)
 -- @param pool VARCHAR = 'HAL' the pool to decompose (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool, each separately
 -- @column source      VARCHAR input file
 -- @column pid         BIGINT  process id
@@ -36,12 +37,19 @@
 WITH
 -- Blocks of the pool live at the moment.
 live_blocks AS (
-    SELECT source, pid, device, pool,
+    SELECT b.source, b.pid, b.device, b.pool,
            COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END) AS owner,
            COALESCE(size, 0) AS size
-    FROM blocks
-    WHERE alloc_ts <= $ts
-      AND (end_ts IS NULL OR end_ts > $ts)
+    FROM blocks b
+    -- 'peak' is each series' own peak of live bytes (peaks, metric live): device 1 is not looked
+    -- at device 0's peak moment. The call passes it as a negative ts (no moment is one).
+    LEFT JOIN (SELECT source AS p_source, pid AS p_pid, device AS p_device, pool AS p_pool,
+                      peak_ts AS p_ts
+               FROM peaks WHERE metric = 'live' AND $ts < 0) p
+      ON b.source = p.p_source AND COALESCE(b.pid, -1) = COALESCE(p.p_pid, -1)
+         AND b.device = p.p_device AND b.pool = p.p_pool
+    WHERE alloc_ts <= COALESCE(p.p_ts, $ts)
+      AND (end_ts IS NULL OR end_ts > COALESCE(p.p_ts, $ts))
       AND ($pool IS NULL OR pool = $pool)
 ),
 by_owner AS (
@@ -56,3 +64,4 @@ SELECT source, pid, device, pool, owner,
             THEN 100.0 * bytes / SUM(bytes) OVER (PARTITION BY source, pid, device, pool)
        END AS share
 FROM by_owner
+ORDER BY source, pid, device, pool, bytes DESC, owner

@@ -10,7 +10,7 @@
 -- of `breakdown_at`. ORDER BY source, pid, device, pool, tree_order lists the tree the way the
 -- reference draws it: each node right before its descendants, siblings by bytes, largest first.
 --
--- @param ts BIGINT the moment to look at, ns since the Unix epoch
+-- @param ts BIGINT the moment to look at: ns since the Unix epoch, '+12.3s' (from the run's start; ms, us, ns, min, h too), an ISO time ('2025-12-05T02:00:12.5Z'), 'start', 'end', 'peak' (each series' own peak of live bytes), or a subquery (SELECT ts FROM ...)
 -- @param pool VARCHAR = 'HAL' the pool to decompose; NULL = every pool, each separately
 -- @column source     VARCHAR input file
 -- @column pid        BIGINT  process id
@@ -27,12 +27,19 @@
 WITH
 -- Blocks of the pool live at the moment, with the levels of their owner.
 live_blocks AS (
-    SELECT source, pid, device, pool, COALESCE(size, 0) AS size,
+    SELECT b.source, b.pid, b.device, b.pool, COALESCE(size, 0) AS size,
            owner_parts(COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END)) AS levels,
            owner_group(COALESCE(NULLIF(owner, ''), CASE WHEN stock THEN '(stock)' ELSE pool END)) AS top_level
-    FROM blocks
-    WHERE alloc_ts <= $ts
-      AND (end_ts IS NULL OR end_ts > $ts)
+    FROM blocks b
+    -- 'peak' is each series' own peak of live bytes (peaks, metric live): device 1 is not looked
+    -- at device 0's peak moment. The call passes it as a negative ts (no moment is one).
+    LEFT JOIN (SELECT source AS p_source, pid AS p_pid, device AS p_device, pool AS p_pool,
+                      peak_ts AS p_ts
+               FROM peaks WHERE metric = 'live' AND $ts < 0) p
+      ON b.source = p.p_source AND COALESCE(b.pid, -1) = COALESCE(p.p_pid, -1)
+         AND b.device = p.p_device AND b.pool = p.p_pool
+    WHERE alloc_ts <= COALESCE(p.p_ts, $ts)
+      AND (end_ts IS NULL OR end_ts > COALESCE(p.p_ts, $ts))
       AND ($pool IS NULL OR pool = $pool)
 ),
 -- Owners without levels become the single node '(unlabelled)' (or '(stock)').

@@ -10,8 +10,8 @@
 -- holds its value until the next event), so it is the value in force at the end of the bucket.
 -- Metrics: used, total, process_used, device_used (tool counters, values >= 0 only) and live
 -- (curve.live_bytes, memq's pairing; the only metric of HAL). A metric appears for a series only
--- when the series has at least one valid value of it. ORDER BY source, pid, device, pool,
--- metric, bucket for a chart.
+-- when the series has at least one valid value of it. Rows are ordered by source, pid,
+-- device, pool, metric, bucket (ready for a chart).
 --
 -- @param n BIGINT number of buckets per series (>= 1)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, each separately
@@ -153,3 +153,4 @@ SELECT source, pid, device, pool, metric,
        CASE WHEN out_bucket = bucket THEN max_bytes END AS max_bytes,
        CASE WHEN out_bucket < bucket THEN previous_last ELSE last_bytes END AS end_bytes
 FROM expanded
+ORDER BY source, pid, device, pool, metric, bucket

@@ -9,7 +9,7 @@
 -- hal_segment_summary. Reference sizes: an HCCL communicator buffer ≈ 401 MB (200 MB in +
 -- 200 MB out + 1 MB), MC2 +16 MB, AIV +40 MB, PTA large-pool segment 20 MB.
 --
--- Rows come in no particular order: ORDER BY size DESC, ts for the reference's listing order.
+-- Rows are ordered by size descending, then time (the reference script's listing order).
 -- @param min_bytes BIGINT = 104857600 smallest segment listed, bytes (default 100 MiB)
 -- @column source              VARCHAR input file
 -- @column pid                 BIGINT  process id
@@ -57,3 +57,4 @@ FROM hal_rows m
 LEFT JOIN hal_blocks b ON b.source = m.source AND b.alloc_row = m.row_idx
 LEFT JOIN process_verdict v ON v.source = m.source AND (v.pid IS NOT DISTINCT FROM m.pid)
 WHERE m.size >= $min_bytes
+ORDER BY size DESC, ts

@@ -15,7 +15,7 @@
 --   owner   one per owner of a series: bytes and blocks live (owner naming as in owner_peaks);
 --   block   one per live block, with its category and user frame (docs/attribution.md).
 --
--- Rows come in no particular order: ORDER BY source, pid, device, pool, kind, bytes DESC.
+-- Rows are ordered by source, pid, device, pool, kind, then bytes descending.
 -- @param at VARCHAR the moment: ns time, 'step N [start|end]' or 'mark NAME'
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool
 -- @column source      VARCHAR input file
@@ -111,3 +111,4 @@ UNION ALL
 SELECT source, pid, device, at_ts, pool, 'block', owner, owner_group(owner), size, NULL,
        NULL, NULL, ptr, alloc_ts, categorize(owner, user_frame(stack_py)), user_frame(stack_py)
 FROM live
+ORDER BY source, pid, device, pool, kind, bytes DESC

@@ -29,7 +29,7 @@
 -- status: only_a, only_b (the key appears on one side only, or the point has no partner),
 -- changed, same.
 --
--- Rows come in no particular order: ORDER BY abs(alloc_change) DESC.
+-- Rows are ordered by the size of the change, largest first (abs(alloc_change) DESC).
 -- @param a VARCHAR side A: a capture (see capture()) or a source file
 -- @param b VARCHAR side B: a capture or a source file
 -- @param align VARCHAR = 'step' what to align the runs on: step, mark, op or kernel
@@ -243,3 +243,4 @@ SELECT p.dimension,
 FROM checked_steps p
 LEFT JOIN aligned al ON al.device = p.device AND al.point = p.point
 WHERE p.step IS NULL OR (p.step_in_a = 1 AND p.step_in_b = 1)
+ORDER BY abs(alloc_change) DESC

@@ -17,7 +17,7 @@
 -- (so `strong` can fire), HAL is computed from pairing instead of failing, series never mix
 -- processes/devices, and B needs an actual rise (docs/reference-differences.md).
 --
--- Rows come in no particular order: ORDER BY source, pid, device, pool, bucket.
+-- Rows are ordered by source, pid, device, pool, bucket.
 -- @param buckets BIGINT number of time buckets per series, ≥ 1 (the reference default is 20)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
 -- @column source               VARCHAR input file
@@ -174,3 +174,4 @@ FROM (
                 ELSE ts_min + span * (bucket + 1) / $buckets END AS t1
     FROM verdicts
 ) v
+ORDER BY source, pid, device, pool, bucket

@@ -17,7 +17,7 @@
 -- so a block of another pool at the same address no longer makes one vanish; address reuse
 -- without FREE is counted as `replaced` instead of silently dropped (docs/reference-differences.md).
 --
--- Rows come in no particular order.
+-- Rows are ordered by source, pid, device, pool.
 -- @param t0 BIGINT window start, ns (inclusive)
 -- @param t1 BIGINT window end, ns (inclusive)
 -- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, one row per series
@@ -137,3 +137,4 @@ LEFT JOIN peaks p
        ON p.source = t.source AND (p.pid IS NOT DISTINCT FROM t.pid) AND p.device = t.device AND p.pool = t.pool
 WHERE t.start_blocks > 0 OR t.end_blocks > 0 OR t.alloc_count > 0 OR t.promoted_count > 0
    OR t.free_count > 0 OR t.shadow_free_count > 0 OR t.replaced_count > 0
+ORDER BY source, pid, device, pool
