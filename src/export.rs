@@ -106,10 +106,8 @@ pub fn select(selection: &Selection, all: &[Analysis]) -> Result<Vec<Analysis>> 
             }
             let mut out = Vec::new();
             for n in names {
-                let a = all.iter().find(|a| &a.name == n).ok_or_else(|| {
-                    MemqError::Usage(format!(
-                        "--views: no analysis named {n}; `memq views` lists them"
-                    ))
+                let a = crate::guide::analysis_named(&all, n).map_err(|e| {
+                    MemqError::Usage(format!("--views: {e} (`memq views` lists them)"))
                 })?;
                 if a.is_table_function() {
                     return Err(MemqError::Usage(format!(

@@ -167,6 +167,42 @@ pub fn counts_as_device(pool: &str, device: &str) -> bool {
     pool != "HOST_PINNED" && device != "N/A"
 }
 
+/// The analysis called `name`, or why there is none: "no analysis named peak; did you mean
+/// `peaks`?".
+pub fn analysis_named<'a>(analyses: &'a [Analysis], name: &str) -> Result<&'a Analysis, String> {
+    if let Some(a) = analyses.iter().find(|a| a.name == name) {
+        return Ok(a);
+    }
+    let hint = crate::errors::nearest(name, analyses.iter().map(|a| a.name.as_str()))
+        .map(|best| format!("; did you mean `{best}`?"))
+        .unwrap_or_default();
+    Err(format!("no analysis named {name}{hint}"))
+}
+
+/// The analyses by source format, as the shell's `\dv` lists them (`all`: the private ones too).
+pub fn listing(analyses: &[Analysis], all: bool) -> String {
+    let shown: Vec<&Analysis> = analyses.iter().filter(|a| all || !a.private).collect();
+    let mut formats: Vec<&str> = Vec::new();
+    for a in &shown {
+        let f = format_of(a);
+        if !formats.contains(&f) {
+            formats.push(f);
+        }
+    }
+    formats.sort_unstable();
+    let mut out = String::new();
+    for f in formats {
+        out.push_str(&format!("{f} ({}):\n", format_title(f)));
+        let rows: Vec<Vec<String>> = shown
+            .iter()
+            .filter(|a| format_of(a) == f)
+            .map(|a| vec![format!("  {}", a.call_form()), a.summary.clone()])
+            .collect();
+        out.push_str(&crate::repl::meta::columns(&rows));
+    }
+    out
+}
+
 /// One line per format with data: what the dataset holds (devices, processes, snapshots).
 pub async fn holdings(engine: &Engine) -> Vec<String> {
     let m = &engine.manifest;

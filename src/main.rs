@@ -480,15 +480,16 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Views { name, all } => {
             let analyses = memq::analyses();
             match name {
-                None => {
-                    for a in analyses.iter().filter(|a| all || !a.private) {
-                        println!("{:<40} {}", a.call_form(), a.summary);
-                    }
-                }
+                None => print!(
+                    "{}",
+                    repl::meta::fit_text(
+                        &memq::guide::listing(analyses, all),
+                        exec::terminal_width()
+                    )
+                ),
                 Some(n) => {
-                    let a = analyses.iter().find(|a| a.name == n).ok_or_else(|| {
-                        MemqError::Usage(format!("no analysis named {n}; `memq views` lists them"))
-                    })?;
+                    let a = memq::guide::analysis_named(analyses, &n)
+                        .map_err(|e| MemqError::Usage(format!("{e} (`memq views` lists them)")))?;
                     println!("{}  (sql/{})\n\n{}\n", a.call_form(), a.path, a.doc);
                     if !a.params.is_empty() {
                         println!("Parameters:");

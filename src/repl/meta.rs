@@ -113,7 +113,7 @@ pub fn fit_text(text: &str, width: Option<usize>) -> String {
 }
 
 /// Aligned columns, two spaces apart; the last column is not padded.
-fn columns(rows: &[Vec<String>]) -> String {
+pub fn columns(rows: &[Vec<String>]) -> String {
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..n)
         .map(|i| {

@@ -768,13 +768,15 @@ fn table_function_arguments_are_checked_and_readable() {
         &snap,
     );
     let fails = |sql: &str| run_err(memq().arg("sql").arg(&snap).args(["-e", sql])).1;
-    let e = fails("SELECT * FROM snap_compare('torch_npu_two_devices', 'x')");
-    assert!(
-        e.contains(
-            "unknown snapshot 'torch_npu_two_devices'; did you mean 'torch_npu_two_devices.pkl'?"
-        ),
-        "{e}"
+    let e = fails("SELECT * FROM snap_compare('torch_npu_two_devices.pkl', 'x')");
+    assert!(e.contains("unknown snapshot 'x'"), "{e}");
+    // A unique part of a snapshot's name names it.
+    let whole = csv_value(
+        &snap,
+        "SELECT count(*) FROM state_at(5, 'torch_npu_two_devices.pkl', 1)",
     );
+    let part = csv_value(&snap, "SELECT count(*) FROM state_at(5, 'two_devices', 1)");
+    assert_eq!(part, whole);
     let e = fails("SELECT * FROM state_at(5, NULL, 7)");
     assert!(e.contains("unknown device 7 (devices: 0, 1)"), "{e}");
     let e = fails("SELECT * FROM state_at(5, 'torch_npu_two_devices.pkl', 2)");
@@ -787,6 +789,33 @@ fn table_function_arguments_are_checked_and_readable() {
         "SELECT count(*) FROM state_at(5, 'torch_npu_two_devices.pkl', 1)",
     );
     assert_ne!(n, "0");
+}
+
+/// `memq views NAME` and `memq export --views NAME` say which analysis was meant; `memq views`
+/// lists the analyses by source, like `\dv`.
+#[test]
+fn views_listing_groups_and_suggests() {
+    let (code, err) = run_err(memq().args(["views", "peak"]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no analysis named peak; did you mean `peaks`?"),
+        "{err}"
+    );
+    let (out, _) = run_ok(memq().arg("views"));
+    let memscope = out.find("memscope (").expect(&out);
+    let snapshot = out.find("snapshot (").expect(&out);
+    assert!(memscope < out.find("  peaks ").unwrap() && out.find("  peaks ").unwrap() < snapshot);
+    let dir = tempfile::TempDir::new().unwrap();
+    let ds = g3_dataset(&dir);
+    let (code, err) = run_err(
+        memq()
+            .arg("export")
+            .arg(&ds)
+            .args(["--views", "leak_sumary", "-o"])
+            .arg(dir.path().join("x")),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `leak_summary`?"), "{err}");
 }
 
 /// Issue 11: `--format line` (one record per row) and `--chart` (bars over text, a curve over

@@ -472,6 +472,19 @@ fn outside(v: i64, (lo, hi): (i64, i64)) -> String {
 
 /// `name` among `known` (`what`: "pool", "snapshot"): an error naming the case-insensitive
 /// match, or the names there are.
+/// The one name of `known` that contains `part` (case-insensitive) when it is not a name itself.
+fn unique_part<'a>(part: &str, known: &'a [String]) -> Option<&'a String> {
+    if part.is_empty() || known.iter().any(|k| k == part) {
+        return None;
+    }
+    let lower = part.to_lowercase();
+    let mut hits = known.iter().filter(|k| k.to_lowercase().contains(&lower));
+    match (hits.next(), hits.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
 fn check_name(
     analysis: &Analysis,
     param: &str,
@@ -588,9 +601,14 @@ pub async fn resolve(
                 }
             }
             Kind::Snapshot => {
-                if let Some(name) = as_text(&values[i]) {
+                if let Some(name) = as_text(&values[i]).map(str::to_string) {
                     let names = facts.names(ctx, SNAPSHOTS).await;
-                    check_name(analysis, &p.name, "snapshot", name, &names)?;
+                    match unique_part(&name, &names) {
+                        // A part of one snapshot's name alone names it (`'forward'` for
+                        // `cuda_transformer_forward.pickle`).
+                        Some(full) => values[i] = ScalarValue::Utf8(Some(full.clone())),
+                        None => check_name(analysis, &p.name, "snapshot", &name, &names)?,
+                    }
                 }
             }
             Kind::Capture => {
