@@ -59,7 +59,11 @@ impl Fixture {
 
     /// `memq DATASET` in a pseudo-terminal, waiting for the first prompt.
     fn spawn(&self) -> PtySession {
-        let c = self.command(&[&self.dataset]);
+        self.spawn_in(self.command(&[&self.dataset]))
+    }
+
+    /// `c` in a pseudo-terminal, waiting for the first prompt.
+    fn spawn_in(&self, c: Command) -> PtySession {
         let mut p = spawn_with_options(
             c,
             Options::new()
@@ -794,15 +798,7 @@ fn banner_and_dv_guide_a_newcomer() {
 fn spawn_at_width(f: &Fixture, cols: usize) -> PtySession {
     let mut c = f.command(&[&f.dataset]);
     c.env("COLUMNS", cols.to_string());
-    let mut p = spawn_with_options(
-        c,
-        Options::new()
-            .timeout_ms(Some(60_000))
-            .strip_ansi_escape_codes(true),
-    )
-    .unwrap();
-    p.exp_string(PROMPT).unwrap();
-    p
+    f.spawn_in(c)
 }
 
 /// The screen of one statement: what it printed up to the next prompt.
