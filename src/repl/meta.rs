@@ -544,7 +544,7 @@ mod tests {
         let out = fit_text(text, Some(40));
         assert_eq!(
             out,
-            "  \\dv         canned analyses (views and\n               table functions) by source,\n               with one-line docs\nshort\n"
+            "  \\dv         canned analyses (views and\n              table functions) by\n              source, with one-line docs\nshort\n"
         );
         assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
         assert_eq!(fit_text(text, None), text);

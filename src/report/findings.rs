@@ -1916,7 +1916,13 @@ fn frag_section(b: &mut Builder) {
             .iter()
             .find(|o| o.s("snapshot") == snap && o.i64("device") == Some(dev));
         let ref_health = ov
-            .map(|o| format!("{} {}", o.s("health"), o.s("health_reason")))
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    o.s("reference_health"),
+                    o.s("reference_health_reason")
+                )
+            })
             .unwrap_or_default();
         let oom_here = d
             .snap_oom

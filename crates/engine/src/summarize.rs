@@ -348,13 +348,20 @@ mod tests {
         );
         // n: 1, 3, 5, 7: mean 4, sample std sqrt(20/3), no nulls
         assert!(lines[3].starts_with("| n           | BIGINT      | 1   | 7   | 4             | 4.0 | 2.581988897471611 "), "{s}");
-        assert!(lines[3].ends_with("| 4     | 0.0             |"), "{s}");
+        // (no unit: a plain column)
+        assert!(
+            lines[3].ends_with("| 4     | 0.0             |      |"),
+            "{s}"
+        );
         // s: 3 of 4 values, 2 distinct, 25 % null, no numeric figures
         assert!(
             lines[4]
                 .starts_with("| s           | VARCHAR     | a   | b   | 2             |     |  "),
             "{s}"
         );
-        assert!(lines[4].ends_with("| 3     | 25.0            |"), "{s}");
+        assert!(
+            lines[4].ends_with("| 3     | 25.0            |      |"),
+            "{s}"
+        );
     }
 }

@@ -13,6 +13,10 @@
 --   user_frame    one per first user frame of live blocks.
 -- rank orders each kind by the size of the change (|diff_bytes|, then |diff_count|; ties by key
 -- and stack ids, so that the order is the same on every run).
+-- Rows come out in a fixed order: kind first — total, then segment_size, then stack, then
+-- user_frame (the overall figures before the details that explain them) — and within a kind by
+-- rank (1 = largest change first). Every tie is broken, so the order is the same on every run,
+-- in one process or on a cluster.
 -- status says whether a stack, user frame or segment size is only in a, only in b, changed or
 -- the same: `WHERE kind = 'stack' AND status = 'only_b'` lists what the later snapshot added.
 -- The reference's compare matches segments by address and reports the positional database as the
@@ -22,7 +26,7 @@
 -- @param b VARCHAR  the later snapshot
 -- @column snapshot_a VARCHAR the earlier snapshot (argument a)
 -- @column snapshot_b VARCHAR the later snapshot (argument b)
--- @column kind       VARCHAR total, segment_size, stack or user_frame
+-- @column kind       VARCHAR total, segment_size, stack or user_frame (rows come in this order)
 -- @column rank       UBIGINT rank within kind by the size of the change (1 = largest)
 -- @column key        VARCHAR text: metric name, '<segment_type> <total_size>', the stack's user path / call path, or the user frame
 -- @column user_frame VARCHAR text: first user frame (stack and user_frame rows)
@@ -144,3 +148,4 @@ SELECT $a AS snapshot_a, $b AS snapshot_b, kind,
             WHEN COALESCE(diff_bytes, 0) = 0 AND COALESCE(diff_count, 0) = 0 THEN 'same'
             ELSE 'changed' END AS status
 FROM changes
+ORDER BY CASE kind WHEN 'total' THEN 1 WHEN 'segment_size' THEN 2 WHEN 'stack' THEN 3 ELSE 4 END, rank

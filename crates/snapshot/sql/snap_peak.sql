@@ -14,6 +14,22 @@
 -- timeline data"). It is not a memory level: segments that existed before the window are not
 -- counted (docs/formats/snapshot.md §5.5; docs/reference-differences.md).
 --
+-- In plain words:
+--   reference_peak answers "how much more memory did the allocator reserve from the device
+--   during the recorded window, at most, than at its start?" It starts at 0 at the first trace
+--   entry, adds a segment's size when one is reserved (segment_alloc / segment_map) and takes it
+--   away when one is released (segment_free / segment_unmap), and keeps the highest value. It
+--   ignores tensors being allocated and freed inside segments and everything reserved before
+--   the window, so it is usually far below the real peak (cuda_transformer_forward.pickle:
+--   4 114 612 224 bytes against an active peak of 17 602 723 840): read active_peak and
+--   reserved_peak for "how much memory did the program need".
+--   active_end / active_peak count what the program asked for (each block's requested_size).
+--   PyTorch hands out blocks rounded up (at least to a multiple of 512 bytes, and a reused
+--   cached block may be larger still), so snap_overview.active_bytes — the same live and
+--   pending-free blocks counted at their rounded size — is larger than active_end by that
+--   rounding; allocated_bytes vs requested_bytes in snap_overview shows the same gap for the
+--   live blocks alone.
+--
 -- @column snapshot            VARCHAR the snapshot (source name)
 -- @column device              BIGINT  device ordinal
 -- @column entries             BIGINT  count: trace entries of the device
@@ -21,12 +37,12 @@
 -- @column active_peak         BIGINT  bytes: highest requested bytes of live allocations
 -- @column active_peak_seq     BIGINT  seq of the first entry reaching active_peak; -1 = before the first entry; NULL without entries
 -- @column active_peak_time_us BIGINT  us: time of that entry, µs; NULL when unknown
--- @column active_end          BIGINT  bytes: requested bytes of live allocations after the last entry (= the final active_allocated and active_pending_free blocks)
+-- @column active_end          BIGINT  bytes: requested bytes of live allocations after the last entry (the final active_allocated and active_pending_free blocks at the size the program asked for); at most snap_overview.active_bytes, which counts the same blocks at the size PyTorch rounded them up to (the difference is the rounding: bytes the blocks occupy but no tensor asked for)
 -- @column reserved_start      BIGINT  bytes: reserved (segment) bytes before the first entry
 -- @column reserved_peak       BIGINT  bytes: highest reserved bytes
 -- @column reserved_peak_seq   BIGINT  seq of the first entry reaching reserved_peak; -1 = before the first entry; NULL without entries
 -- @column reserved_end        BIGINT  bytes: reserved bytes after the last entry (= Σ total_size of the final segments)
--- @column reference_peak      BIGINT  bytes: the reference's "peak": highest net segment growth from zero over segment events; NULL without segment events
+-- @column reference_peak      BIGINT  bytes: the reference's "peak", not a memory level: the most memory reserved during the trace window beyond what was reserved at its start (segment reservations minus releases, from 0; tensors and segments older than the window not counted); NULL without segment events
 -- @column reference_peak_seq  BIGINT  seq of the segment event setting reference_peak (the first segment event when growth never exceeds 0)
 -- @column trace_wrapped       BOOLEAN the device's trace ring buffer wrapped (snap_info section trace: frees of addresses it never allocated, or a single entry): the start and peak only cover the entries kept; NULL without entries
 WITH
