@@ -173,6 +173,8 @@ pub struct Deriver {
     /// row_idx of the shadow FREEs whose block is held at the end (their curve change is void).
     held_shadow_rows: HashSet<u64>,
     blocks: BlocksBuilder,
+    /// Batches of `blocks` cut at BLOCK_BATCH_BYTES, not yet taken.
+    full_blocks: Vec<RecordBatch>,
     owner_totals: OwnerTotals,
     curve: CurveStaging,
     oom: Vec<OomRow>,
@@ -190,6 +192,7 @@ impl Deriver {
             fates: Fates::new(),
             held_shadow_rows: HashSet::new(),
             blocks: BlocksBuilder::default(),
+            full_blocks: Vec::new(),
             owner_totals: OwnerTotals::default(),
             curve: CurveStaging::create(curve_staging.0, curve_staging.1)?,
             oom: Vec::new(),
@@ -203,8 +206,9 @@ impl Deriver {
         self.ts_scale = ts_scale;
     }
 
-    pub fn blocks_pending(&self) -> usize {
-        self.blocks.len
+    /// Whether finished blocks wait to be written: a batch's worth of rows, or of text.
+    pub fn blocks_ready(&self, rows: usize) -> bool {
+        self.blocks.len >= rows || !self.full_blocks.is_empty()
     }
 
     /// Consumes one batch of events in canonical order.
@@ -250,6 +254,10 @@ impl Deriver {
         }
         self.owner_totals.add(&e, fate);
         self.blocks.append(&self.source, &e, fate);
+        if self.blocks.text_bytes >= BLOCK_BATCH_BYTES {
+            let batch = self.blocks.finish();
+            self.full_blocks.push(batch);
+        }
     }
 
     /// The block key of a MALLOC/FREE row: (pid, pool, ptr); `None` when the row has no Ptr.
@@ -466,8 +474,12 @@ impl Deriver {
     }
 
     /// Blocks finished so far (flushed by the caller to bound memory).
-    pub fn take_blocks(&mut self) -> RecordBatch {
-        self.blocks.finish()
+    pub fn take_blocks(&mut self) -> Vec<RecordBatch> {
+        let mut batches = std::mem::take(&mut self.full_blocks);
+        if self.blocks.len > 0 {
+            batches.push(self.blocks.finish());
+        }
+        batches
     }
 
     /// Ends the pass: blocks still live become `none` blocks, every open fate is decided.
@@ -494,7 +506,7 @@ impl Deriver {
             self.append(ended, fate);
         }
         Ok(Derived {
-            blocks: self.blocks.finish(),
+            blocks: self.take_blocks(),
             owner_totals: self.owner_totals.finish(&self.source),
             oom: oom_batch(&self.source, self.oom),
             mem_snapshots: self.snaps.finish(),
@@ -506,7 +518,7 @@ impl Deriver {
 }
 
 pub struct Derived {
-    pub blocks: RecordBatch,
+    pub blocks: Vec<RecordBatch>,
     /// Table `owner_totals` ([`OwnerTotals`]).
     pub owner_totals: RecordBatch,
     pub oom: RecordBatch,
@@ -598,7 +610,13 @@ struct BlocksBuilder {
     end_ts: Int64Builder,
     end_row: UInt64Builder,
     len: usize,
+    /// Bytes of the text appended (stacks, owners): a batch is cut before its strings pass
+    /// BLOCK_BATCH_BYTES, however few its rows (a string column cannot pass 2 GiB).
+    text_bytes: usize,
 }
+
+/// The most text bytes a batch of `blocks` holds.
+const BLOCK_BATCH_BYTES: usize = 64 << 20;
 
 impl BlocksBuilder {
     fn append(&mut self, source: &str, e: &Ended, fate: Fate) {
@@ -625,6 +643,9 @@ impl BlocksBuilder {
         self.free_kind.append_value(e.kind);
         self.stock.append_value(b.stock);
         self.stack_py.append_option(b.stack_py.as_deref());
+        self.text_bytes += b.stack_py.as_deref().map_or(0, str::len)
+            + b.owner.as_deref().map_or(0, str::len)
+            + source.len();
         self.fate.append_value(fate.label());
         self.held_at_end.append_value(held);
         self.end_ts
@@ -635,6 +656,7 @@ impl BlocksBuilder {
     }
 
     fn finish(&mut self) -> RecordBatch {
+        self.text_bytes = 0;
         let columns: Vec<(&str, ArrayRef)> = vec![
             ("source", Arc::new(self.source.finish()) as ArrayRef),
             ("pid", Arc::new(self.pid.finish())),

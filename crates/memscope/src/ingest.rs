@@ -261,8 +261,10 @@ impl DerivePass {
         self.deriver.set_ts_scale(ts_scale);
         self.hal.push(batch)?;
         self.deriver.push(batch)?;
-        if self.deriver.blocks_pending() >= BATCH_ROWS {
-            self.blocks.write(&self.deriver.take_blocks())?;
+        if self.deriver.blocks_ready(BATCH_ROWS) {
+            for b in self.deriver.take_blocks() {
+                self.blocks.write(&b)?;
+            }
         }
         Ok(())
     }
@@ -270,7 +272,9 @@ impl DerivePass {
     fn finish(mut self, out: &DatasetBuilder) -> Result<Passed> {
         out.record("hal_mallocs", &self.hal_file, self.hal.sink.close()?);
         let derived = self.deriver.finish()?;
-        self.blocks.write(&derived.blocks)?;
+        for b in &derived.blocks {
+            self.blocks.write(b)?;
+        }
         self.blocks.close()?;
         Ok(Passed {
             derived,

@@ -324,16 +324,19 @@ impl RunStore {
             cursors.push(Cursor::new(reader, run.base, path)?);
         }
         if self.in_order {
-            // Runs follow one another: concatenate them, in batches of MERGE_ROWS.
+            // Runs follow one another: concatenate them, in batches of MERGE_ROWS or
+            // ROW_GROUP_BYTES (rows of huge stacks: a string column past 2 GiB cannot be one
+            // array).
             let mut held: Vec<RecordBatch> = Vec::new();
-            let mut rows = 0;
+            let (mut rows, mut bytes) = (0, 0);
             for c in &mut cursors {
                 while let Some(batch) = c.batch.take() {
                     rows += batch.num_rows();
+                    bytes += batch.get_array_memory_size();
                     held.push(with_row_idx(&batch, c.base)?);
-                    if rows >= MERGE_ROWS {
+                    if rows >= MERGE_ROWS || bytes >= ROW_GROUP_BYTES {
                         sink.write(concat(&mut held)?)?;
-                        rows = 0;
+                        (rows, bytes) = (0, 0);
                     }
                     c.batch = c.next_batch()?;
                 }
