@@ -500,8 +500,8 @@ impl TableView {
         text
     }
 
-    /// The folded columns, `name: value` once for every row (`every row: pid 2579302, …`);
-    /// the columns empty in every row by name alone.
+    /// The folded columns, `name value` once for every row (`every row: pid 2579302 · …`); the
+    /// columns empty in every row by name alone (`NULL: a, b`).
     fn fold_line(&self, layout: &Layout) -> String {
         let Some(row) = self.sample.first().filter(|_| !layout.folded.is_empty()) else {
             return String::new();
@@ -757,10 +757,11 @@ impl TableView {
 
     /// Widths from the header and `rows`, fitted to the width. When the table is too wide: the
     /// columns with one value on every row of a `whole` result are folded into a line above it;
-    /// columns are narrowed evenly (the widest first) down to their least width (numbers, times
-    /// and short names whole, paths and frames to their end); then columns are left out, first
-    /// those empty in every sampled row, then identifiers (source, pid, raw times, ids), then
-    /// the rightmost, so that the answer stays.
+    /// columns empty in every sampled row, then identifiers (source, pid, raw times, ids), are
+    /// left out until the rest fits whole or none is left; the rest are narrowed evenly (the
+    /// widest first) down to their least width (numbers, times and short names whole, paths and
+    /// frames to their end), and those that still do not fit are left out from the right (the
+    /// same order: empty, identifiers, then the rightmost), so that the answer stays.
     fn layout_for(&self, rows: &[Vec<String>], whole: bool) -> Layout {
         let n = self.names.len();
         let natural: Vec<usize> = (0..n)
