@@ -22,6 +22,7 @@ mod ingest_memscope;
 mod ingest_mixed;
 mod memscope_memory;
 mod memscope_oom_steps;
+mod profiler_layouts;
 mod ranks;
 mod repl_pty;
 mod report;

@@ -1,10 +1,11 @@
-//! The Ascend PyTorch Profiler's memory outputs (`memory_record.csv`, `operator_memory.csv` in
-//! `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`) as a memq [`Format`]. Format notes:
-//! docs/formats/profiler.md.
+//! The Ascend PyTorch Profiler's memory outputs (`memory_record.csv`, `operator_memory.csv`,
+//! `npu_module_mem.csv`, `static_op_mem.csv` in `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`) as a memq
+//! [`Format`]. Format notes: docs/formats/profiler.md.
 //!
-//! The route of one file: [`read`] finds the columns by name, converts each cell exactly
-//! ([`number`]: µs → ns, MB/KB → bytes) and keeps unreadable rows for `rejects` → the dataset
-//! writer of memq-core sorts the batch into the table's order ([`schema`]).
+//! The route of one file: [`read`] names its layout by the header, finds the columns by name,
+//! converts each cell exactly ([`number`]: µs → ns, MB/KB → bytes) and keeps unreadable rows
+//! (digits lost to a spreadsheet among them) for `rejects` → the dataset writer of memq-core
+//! sorts the batch into the table's order ([`schema`]).
 
 pub mod number;
 pub mod read;
@@ -16,8 +17,7 @@ use memq_core::catalog::TableDef;
 use memq_core::dataset::DatasetBuilder;
 use memq_core::error::{MemqError, Result};
 use memq_core::format::{
-    ingest_whole_files, Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile,
-    WholeFile,
+    Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile, WholeFile,
 };
 
 /// The analyses of `sql/`.
@@ -27,6 +27,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "prof_largest_allocations",
     "prof_live_at_peak",
     "prof_longest_held",
+    "prof_module_peaks",
 );
 
 /// The profiler's output folder, the parent of the memory CSVs.
@@ -36,15 +37,24 @@ const OUTPUT_FOLDER: &str = "ASCEND_PROFILER_OUTPUT";
 pub struct Profiler;
 
 impl Profiler {
-    /// The file's kind by its header, when it is a profiler memory CSV.
+    /// The source kind of a layout. memq-core knows two profiler kinds: the files sampling
+    /// memory over time (memory_record, npu_module_mem) and those listing operator allocations
+    /// (operator_memory, static_op_mem); `sources.generation` names the layout itself.
+    fn kind(layout: &read::Layout) -> SourceKind {
+        if [read::OPERATOR_MEMORY.name, read::STATIC_OP_MEM.name].contains(&layout.name) {
+            SourceKind::ProfilerOperatorMemory
+        } else {
+            SourceKind::ProfilerMemoryRecord
+        }
+    }
+
+    /// The file's kind by its header: one of the layouts, or a header that looks like one
+    /// without being it (claimed so that ingest refuses it saying what it lacks).
     fn by_header(text: &str) -> Option<SourceKind> {
         let first = text.lines().next().unwrap_or("");
-        if read::header_matches(first, read::MEMORY_RECORD) {
-            Some(SourceKind::ProfilerMemoryRecord)
-        } else if read::header_matches(first, read::OPERATOR_MEMORY) {
-            Some(SourceKind::ProfilerOperatorMemory)
-        } else {
-            None
+        match read::layout_of(first) {
+            Some(layout) => Some(Self::kind(layout)),
+            None => read::looks_like_profiler(first).then_some(SourceKind::ProfilerMemoryRecord),
         }
     }
 
@@ -79,21 +89,22 @@ impl Format for Profiler {
         schema::tables()
     }
 
-    /// In a folder: `memory_record.csv` / `operator_memory.csv` inside
-    /// `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`. Named directly: any CSV whose header is one of
-    /// theirs (the first 64 bytes hold the required column names).
+    /// In a folder: `memory_record.csv`, `operator_memory.csv`, `npu_module_mem.csv` and
+    /// `static_op_mem.csv` inside `*_ascend_pt/ASCEND_PROFILER_OUTPUT/`. Named directly: any
+    /// CSV whose header is one of theirs (the first 64 bytes hold the signature columns). Either
+    /// way ingest reads the file by its whole header.
     fn detect(&self, file: &Candidate) -> Option<SourceKind> {
         if file.in_folder {
             if !Self::in_output_folder(file.path) {
                 return None;
             }
-            return match file.file_name().as_str() {
-                "memory_record.csv" => Some(SourceKind::ProfilerMemoryRecord),
-                "operator_memory.csv" => Some(SourceKind::ProfilerOperatorMemory),
-                _ => None,
-            };
+            let name = file.file_name();
+            return read::LAYOUTS
+                .iter()
+                .find(|l| l.file == name)
+                .map(|l| Self::kind(l));
         }
-        // The head may end inside the header: the required columns come first in both files.
+        // The head may end inside the header: the signature columns come first in every file.
         Self::by_header(&file.head_text())
     }
 
@@ -108,22 +119,28 @@ impl Format for Profiler {
         progress: Progress,
     ) -> futures::future::BoxFuture<'a, Result<Vec<SourceReport>>> {
         Box::pin(async move {
-            ingest_whole_files(sources, out, &progress, |source| {
-                let (specs, def) = match source.kind {
-                    SourceKind::ProfilerOperatorMemory => {
-                        (read::OPERATOR_MEMORY, schema::operator_memory())
-                    }
-                    _ => (read::MEMORY_RECORD, schema::memory_record()),
-                };
-                let input = std::fs::File::open(&source.path)
-                    .map_err(|e| MemqError::io(&source.path, e))?;
-                let got = read::read(&source.path, &source.name, input, specs, &def)?;
-                Ok(WholeFile {
-                    tables: vec![(def, got.batch)],
-                    rejects: got.rejects,
-                    ts_unit: Some("us".to_string()),
+            sources
+                .iter()
+                .map(|source| {
+                    let input = std::fs::File::open(&source.path)
+                        .map_err(|e| MemqError::io(&source.path, e))?;
+                    let got = read::read(&source.path, &source.name, input)?;
+                    let whole = WholeFile {
+                        tables: vec![((got.layout.table)(), got.batch)],
+                        rejects: got.rejects,
+                        ts_unit: got.ts_unit,
+                    };
+                    let mut report = whole.write(out, source.index)?;
+                    // The layout read, for `sources` and the report's inputs by kind.
+                    report.generation = Some(got.layout.name.to_string());
+                    progress(
+                        std::fs::metadata(&source.path)
+                            .map(|m| m.len())
+                            .unwrap_or(0),
+                    );
+                    Ok(report)
                 })
-            })
+                .collect()
         })
     }
 
@@ -188,15 +205,9 @@ mod tests {
                     PTA,abc\t,1,2,3,1431569360,NPU:0\r\n\
                     GE,1736405443881360.630\t,73.0625,74.75,,,NPU:0\r\n\
                     short,row\r\n";
-        let def = schema::memory_record();
-        let got = read::read(
-            Path::new("m.csv"),
-            "m.csv",
-            text.as_bytes(),
-            read::MEMORY_RECORD,
-            &def,
-        )
-        .unwrap();
+        let got = read::read(Path::new("m.csv"), "m.csv", text.as_bytes()).unwrap();
+        assert_eq!(got.layout.name, "memory_record");
+        assert_eq!(got.ts_unit.as_deref(), Some("us"));
         assert_eq!(got.batch.num_rows(), 2);
         assert_eq!(got.rejects.len(), 2);
         use datafusion::arrow::array::{Array, AsArray};
@@ -216,19 +227,153 @@ mod tests {
 
     #[test]
     fn unknown_schema_lists_found_and_needed_columns() {
-        let def = schema::operator_memory();
-        let err = read::read(
-            Path::new("o.csv"),
-            "o.csv",
-            &b"Name,Bytes\nx,1\n"[..],
-            read::OPERATOR_MEMORY,
-            &def,
-        )
-        .err()
-        .unwrap()
-        .to_string();
+        let refusal = |text: &str| {
+            read::read(Path::new("o.csv"), "o.csv", text.as_bytes())
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let err = refusal("Name,Bytes\nx,1\n");
         assert!(err.contains("o.csv:1"), "{err}");
-        assert!(err.contains("lacks Size, Allocation Time"), "{err}");
+        assert!(
+            err.contains("lacks Size, Allocation Time for operator_memory.csv"),
+            "{err}"
+        );
         assert!(err.contains("found: Name, Bytes"), "{err}");
+        let err = refusal("Component,Timestamp(us),Used(MB)\nAPP,1,2\n");
+        assert!(
+            err.contains(
+                "lacks Total Allocated for memory_record.csv, or lacks Total Reserved for npu_module_mem.csv"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("memq reads memory_record.csv, npu_module_mem.csv"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn detects_the_other_layouts() {
+        let p = Profiler;
+        let named = |path: &str, head: &[u8], in_folder| {
+            p.detect(&Candidate {
+                path: Path::new(path),
+                head,
+                in_folder,
+            })
+        };
+        let out = "x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/";
+        assert_eq!(
+            named(&format!("{out}npu_module_mem.csv"), b"", true),
+            Some(SourceKind::ProfilerMemoryRecord)
+        );
+        assert_eq!(
+            named(&format!("{out}static_op_mem.csv"), b"", true),
+            Some(SourceKind::ProfilerOperatorMemory)
+        );
+        assert_eq!(named(&format!("{out}kernel_details.csv"), b"", true), None);
+        for head in [
+            &b"Component,Timestamp(us),Total Reserved(MB),Device\r\nSLOG,1"[..],
+            b"Device_id,Component,Timestamp(us),Total Reserved(MB),Device\n0",
+        ] {
+            let first = String::from_utf8_lossy(head);
+            let first = first.lines().next().unwrap();
+            assert_eq!(read::layout_of(first).unwrap().name, "npu_module_mem");
+            assert_eq!(
+                named("m.csv", head, false),
+                Some(SourceKind::ProfilerMemoryRecord)
+            );
+        }
+        // 64 bytes of the static_op_mem header.
+        let head =
+            &b"Device_id,Op Name,Model Name,Graph ID,Node Index Start,Node Index End,Size(KB)"
+                [..64];
+        assert_eq!(
+            read::layout_of(std::str::from_utf8(head).unwrap())
+                .unwrap()
+                .name,
+            "static_op_mem"
+        );
+        assert_eq!(
+            named("s.csv", head, false),
+            Some(SourceKind::ProfilerOperatorMemory)
+        );
+        // Profiler-like but no layout: claimed, to be refused by its header.
+        assert_eq!(
+            named("u.csv", b"Component,Timestamp(us),Used(MB)", false),
+            Some(SourceKind::ProfilerMemoryRecord)
+        );
+        assert_eq!(named("k.csv", b"Name,Type,Duration(us)", false), None);
+    }
+
+    #[test]
+    fn reads_module_mem_and_static_op_mem() {
+        use datafusion::arrow::array::{Array, AsArray};
+        use datafusion::arrow::datatypes::Int64Type;
+        let text = "Device_id,Component,Timestamp(us),Total Reserved(KB),Device\n\
+                    4,HCCL,1764246877085694.700\t,1024.5,NPU:4\n\
+                    4,SLOG,1764246877105694.300\t,-1,NPU:4\n\
+                    4,APP,1.76425E+15,10,NPU:4\n";
+        let mut got = read::read(Path::new("n.csv"), "n.csv", text.as_bytes()).unwrap();
+        assert_eq!(got.layout.name, "npu_module_mem");
+        assert_eq!(got.batch.num_rows(), 2);
+        let reserved = got
+            .batch
+            .column_by_name("reserved")
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .clone();
+        assert_eq!(reserved.value(0), 1_049_088);
+        assert!(reserved.is_null(1), "-1 KB is the profiler's none");
+        assert_eq!(
+            got.batch
+                .column_by_name("device_id")
+                .unwrap()
+                .as_string::<i32>()
+                .value(0),
+            "4"
+        );
+        let rejects = got.rejects.finish();
+        let reason = rejects.column_by_name("reason").unwrap().as_string::<i32>();
+        assert_eq!(
+            reason.value(0),
+            "Timestamp(us): a spreadsheet re-saved this cell in scientific notation (1.76425E+15): its digits are lost"
+        );
+
+        let text =
+            "Device_id,Op Name,Model Name,Graph ID,Node Index Start,Node Index End,Size(KB)\n\
+                    host,add_02,0,0,32,4294967295,2343.78125\n\
+                    host,mul_01,0,0,26,29,0.211914063\n\
+                    host,TOTAL,0,0,1.5,4294967295,17210.5\n";
+        let got = read::read(Path::new("s.csv"), "s.csv", text.as_bytes()).unwrap();
+        assert_eq!(got.layout.name, "static_op_mem");
+        assert_eq!(got.ts_unit, None);
+        let int = |n: &str| {
+            got.batch
+                .column_by_name(n)
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone()
+        };
+        assert_eq!(int("size").values().to_vec(), vec![2_400_032, 217]);
+        assert!(int("node_end").is_null(0) && int("node_end").value(1) == 29);
+        assert_eq!(got.rejects.len(), 1);
+    }
+
+    #[test]
+    fn a_stream_in_scientific_notation_is_rejected() {
+        let text = "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type\n\
+                    PTA,1695115378714622.800,4599.74072265625,8582,4599.74072265625,9.4509E+13,NPU:1\n";
+        let mut got = read::read(Path::new("m.csv"), "m.csv", text.as_bytes()).unwrap();
+        assert_eq!(got.batch.num_rows(), 0);
+        let rejects = got.rejects.finish();
+        use datafusion::arrow::array::AsArray;
+        let reason = rejects.column_by_name("reason").unwrap().as_string::<i32>();
+        assert!(
+            reason.value(0).starts_with("Stream Ptr: a spreadsheet"),
+            "{}",
+            reason.value(0)
+        );
     }
 }

@@ -7,15 +7,23 @@ use memq_core::catalog::{col, req, TableDef, Unit};
 
 pub const MEMORY_RECORD: &str = "prof_memory_record";
 pub const OPERATOR_MEMORY: &str = "prof_operator_memory";
+pub const MODULE_MEM: &str = "prof_module_mem";
+pub const STATIC_OP_MEM: &str = "prof_static_op_mem";
 
 pub fn tables() -> Vec<TableDef> {
-    vec![memory_record(), operator_memory()]
+    vec![
+        memory_record(),
+        operator_memory(),
+        module_mem(),
+        static_op_mem(),
+    ]
 }
 
 const SOURCE_DOC: &str = "input file (its source name)";
 const LINE_DOC: &str = "1-based line of the row in its file (the header is line 1)";
 const STREAM_DOC: &str = "`Stream Ptr` as written (the stream's address, decimal); NULL when empty";
 const DEVICE_DOC: &str = "`Device Type` as written, e.g. NPU:0";
+const DEVICE_ID_DOC: &str = "`Device_id` as written (a device number, `host` for memory planned on the host); NULL when the file has no such column";
 
 /// `memory_record.csv`: the memory of each component over time.
 pub fn memory_record() -> TableDef {
@@ -62,6 +70,44 @@ pub fn operator_memory() -> TableDef {
             totals("release_total_active", "Release Total Active: active bytes right after the release"),
             col("stream", Utf8, STREAM_DOC),
             col("device", Utf8, DEVICE_DOC),
+        ],
+    }
+}
+
+/// `npu_module_mem.csv`: the memory each CANN module (component) reserved over time.
+pub fn module_mem() -> TableDef {
+    TableDef {
+        name: MODULE_MEM,
+        doc: "One row per row of the profiler's npu_module_mem.csv (with or without its leading Device_id): the device memory one CANN component (APP = the whole process, HCCL, RUNTIME, SLOG, …) had reserved at one moment.",
+        sort_order: &["source", "ts", "line"],
+        columns: vec![
+            req("source", Utf8, SOURCE_DOC),
+            req("line", UInt64, LINE_DOC),
+            col("device_id", Utf8, DEVICE_ID_DOC),
+            col("component", Utf8, "CANN component as written: APP, HCCL, RUNTIME, SLOG, …"),
+            col("ts", Int64, "moment of the sample, ns since the Unix epoch (the file's µs with 3 decimals, converted exactly)").time_ns(),
+            col("reserved", Int64, "Total Reserved: bytes the component held (the file's MB or KB × 1 048 576 or × 1 024); NULL where the profiler writes -1 KB (-0.0009765625 MB): only frees were seen for the component").bytes(),
+            col("device", Utf8, "`Device` as written, e.g. NPU:0"),
+        ],
+    }
+}
+
+/// `static_op_mem.csv`: the memory a static graph planned for each operator.
+pub fn static_op_mem() -> TableDef {
+    TableDef {
+        name: STATIC_OP_MEM,
+        doc: "One row per row of the profiler's static_op_mem.csv: the memory the graph compiler planned for one operator of a static graph, between two logical times (node indices, not clock times). The last row of each graph, op_name TOTAL, is the profiler's total for the graph, not an operator: leave it out when summing.",
+        sort_order: &["source", "graph_id", "node_start", "line"],
+        columns: vec![
+            req("source", Utf8, SOURCE_DOC),
+            req("line", UInt64, LINE_DOC),
+            col("device_id", Utf8, DEVICE_ID_DOC),
+            col("op_name", Utf8, "operator name as written; TOTAL on the graph's total row"),
+            col("model_name", Utf8, "Model Name: the root node of the static subgraph; 0 = a static graph without subgraphs"),
+            col("graph_id", Int64, "Graph ID: one id per computational graph"),
+            col("node_start", Int64, "Node Index Start: logical time (node index) at which the memory is allocated"),
+            col("node_end", Int64, "Node Index End: logical time at which it is released; NULL where the file writes 4294967295 (held until the graph's life ends)"),
+            col("size", Int64, "bytes planned (Size(KB) × 1024)").bytes(),
         ],
     }
 }
