@@ -25,6 +25,14 @@ const STARTERS: &[(&str, &[&str])] = &[
             "prof_live_at_peak",
         ],
     ),
+    (
+        "trace",
+        &[
+            "trace_memory_peaks",
+            "trace_memory_by_op",
+            "trace_memory_curve",
+        ],
+    ),
 ];
 
 /// What each format's data is called in the listings.
@@ -33,6 +41,7 @@ pub fn format_title(format: &str) -> &'static str {
         "memscope" => "msMemScope dumps",
         "snapshot" => "PyTorch memory snapshots",
         "profiler" => "Ascend profiler memory CSVs",
+        "trace" => "torch.profiler traces",
         _ => "other",
     }
 }
@@ -245,6 +254,10 @@ pub async fn holdings(engine: &Engine) -> Vec<String> {
     if has_format_data(m, "profiler") {
         let n: u64 = tables_of("profiler").iter().map(|t| rows(m, t)).sum();
         out.push(format!("Ascend profiler: {n} memory rows"));
+    }
+    if has_format_data(m, "trace") {
+        let n: u64 = tables_of("trace").iter().map(|t| rows(m, t)).sum();
+        out.push(format!("torch.profiler traces: {n} memory events"));
     }
     out
 }

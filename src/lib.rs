@@ -26,12 +26,14 @@ pub use memq_core::error;
 use memq_core::format::Catalog;
 
 /// Every format this memq reads, in detection order: snapshot pickles (recognised by
-/// extension or first byte), Ascend profiler memory CSVs (by folder or header), then msMemScope
-/// dumps (which take any other file named directly).
+/// extension or first byte), Ascend profiler memory CSVs (by folder or header), torch.profiler
+/// Chrome traces (by name in a folder; by content, or gzip named `.json.gz`, named directly),
+/// then msMemScope dumps (which take any other file named directly).
 pub fn catalog() -> Catalog {
     Catalog::new(vec![
         Arc::new(memq_snapshot::Snapshot),
         Arc::new(memq_profiler::Profiler),
+        Arc::new(memq_trace::Trace),
         Arc::new(memq_memscope::Memscope),
     ])
 }

@@ -575,10 +575,16 @@ async fn banner(engine: &Engine) -> String {
             "\nStart with {names} (SELECT * FROM {first};); \\dv lists the {listed} analyses by source."
         ));
     }
-    out.push_str(&format!(
-        "\nThe diagnosis: `memq report {} -o report.html` (or .md, .json).",
-        engine.dataset.display()
-    ));
+    // The report reads msMemScope dumps and snapshots.
+    if ["memscope", "snapshot"]
+        .iter()
+        .any(|f| crate::guide::has_format_data(m, f))
+    {
+        out.push_str(&format!(
+            "\nThe diagnosis: `memq report {} -o report.html` (or .md, .json).",
+            engine.dataset.display()
+        ));
+    }
     out
 }
 

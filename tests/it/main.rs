@@ -33,3 +33,4 @@ mod snapshot_library;
 mod stages;
 mod steps_captures;
 mod stored;
+mod traces;

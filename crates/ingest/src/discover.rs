@@ -102,16 +102,24 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
 
 /// What memq reads, for the messages about what it does not.
 const READS: &str = "memq reads msMemScope dumps (CSV or SQLite) and output folders, PyTorch \
-    memory snapshot pickles and Ascend profiler memory CSVs";
+    memory snapshot pickles, Ascend profiler memory CSVs and torch.profiler (Kineto) traces";
 
 /// A file named directly that memq recognises but does not read, said in words, so that it is
-/// never ingested as something else (a trace taken for an msMemScope config.json, a gzip file
-/// for a dump with a bad header).
+/// never ingested as something else (a JSON taken for an msMemScope config.json, a gzip file for
+/// a dump with a bad header). torch.profiler traces (plain JSON, or gzip named `.json.gz`) pass
+/// on to the trace format, which reads them (and says so when a `.json.gz` is not a trace).
 fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
+    let lower = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     if head.starts_with(&[0x1f, 0x8b]) {
+        if lower.ends_with(".json.gz") {
+            return Ok(None);
+        }
         return Ok(Some(format!(
-            "a gzip-compressed file: {READS}, uncompressed; decompress it first (`gzip -dk`). \
-             A torch.profiler trace (`.pt.trace.json.gz`) is not read even then"
+            "a gzip-compressed file: {READS}; of those only a trace may be gzipped (named \
+             `.json.gz`); decompress it first (`gzip -dk`)"
         )));
     }
     let text = String::from_utf8_lossy(head);
@@ -133,9 +141,7 @@ fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
     .iter()
     .any(|k| more.contains(k))
     {
-        return Ok(Some(format!(
-            "a torch.profiler (Kineto) Chrome trace: memq does not read these yet; {READS}"
-        )));
+        return Ok(None); // a torch.profiler (Kineto) Chrome trace: the trace format reads it
     }
     // msMemScope's config.json names what was collected with these keys.
     let config_keys = [
@@ -146,8 +152,9 @@ fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
     ];
     if json_name && !config_keys.iter().any(|k| more.contains(k)) {
         return Ok(Some(format!(
-            "a JSON file that is not an msMemScope config.json (it has none of the keys \
-             analysisType, eventType, dumpEventType, enablePyStack); {READS}"
+            "a JSON file that is not a torch.profiler trace (no traceEvents) and not an \
+             msMemScope config.json (it has none of the keys analysisType, eventType, \
+             dumpEventType, enablePyStack); {READS}, and torch.profiler traces"
         )));
     }
     Ok(None)
