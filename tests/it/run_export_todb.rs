@@ -222,7 +222,12 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     assert_eq!(got, expected);
     let mut skipped = index.skipped.clone();
     skipped.sort();
-    let mut others = [parameterless("snapshot"), parameterless("profiler")].concat();
+    let mut others = [
+        parameterless("snapshot"),
+        parameterless("profiler"),
+        parameterless("trace"),
+    ]
+    .concat();
     others.sort();
     assert_eq!(skipped, others);
     assert_eq!(index.format, "parquet");
@@ -615,7 +620,9 @@ async fn export_skips_analyses_without_data_and_replaces_only_its_own_output() {
     skipped.sort();
     assert_eq!(
         skipped,
-        of(&|p| p.starts_with("memscope/") || p.starts_with("profiler/"))
+        of(&|p| ["memscope/", "profiler/", "trace/"]
+            .iter()
+            .any(|f| p.starts_with(f)))
     );
     assert!(
         err.contains(&format!("skipped {} analyses with no data", skipped.len())),
