@@ -15,6 +15,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use memq_core::catalog::TableDef;
 use memq_core::rejects::{Reject, RejectsBuilder};
 
+/// The deepest nesting of a skipped value (a trace's args hold a few levels).
+const MAX_DEPTH: usize = 512;
+
 /// Why a trace could not be read: the byte offset and line where it went wrong, or I/O.
 #[derive(Debug)]
 pub enum ReadError {
@@ -211,9 +214,18 @@ impl<B: BufRead> Scanner<B> {
 
     /// Skips one value of any shape.
     fn skip(&mut self) -> R<()> {
+        self.skip_nested(0)
+    }
+
+    /// Skips one value `depth` levels down; a value nested deeper than [`MAX_DEPTH`] is an
+    /// error rather than a stack overflow (a hostile `[[[[…` of any length).
+    fn skip_nested(&mut self, depth: usize) -> R<()> {
         match self.ws()? {
             Some(b'"') => self.string(None),
             Some(open @ (b'{' | b'[')) => {
+                if depth >= MAX_DEPTH {
+                    return self.error(format!("values nested deeper than {MAX_DEPTH} levels"));
+                }
                 let close = if open == b'{' { b'}' } else { b']' };
                 self.bump();
                 let mut first = true;
@@ -222,7 +234,7 @@ impl<B: BufRead> Scanner<B> {
                         self.string(None)?;
                         self.expect(b':')?;
                     }
-                    self.skip()?;
+                    self.skip_nested(depth + 1)?;
                 }
                 Ok(())
             }
@@ -771,6 +783,22 @@ mod tests {
         assert_eq!(i64s("total_allocated").value(1), 0);
         assert_eq!(strs("device").value(2), "npu:1");
         assert_eq!(i64s("total_reserved").value(2), 16);
+    }
+
+    /// A value nested a million levels deep is an error naming the line, not a stack overflow.
+    #[test]
+    fn deep_nesting_is_an_error() {
+        let mut text = b"{\"traceEvents\": [{\"ph\": \"X\", \"args\": ".to_vec();
+        text.extend(std::iter::repeat_n(b'[', 1_000_000));
+        let def = crate::schema::trace_memory();
+        match read(&text[..], "deep.json", &def) {
+            Err(ReadError::Syntax { what, line, .. }) => {
+                assert!(what.contains("nested deeper than 512"), "{what}");
+                assert_eq!(line, 1);
+            }
+            Err(e) => panic!("a deep trace is a syntax error, not {e:?}"),
+            Ok(_) => panic!("a truncated, deep trace cannot be read"),
+        }
     }
 
     #[test]
