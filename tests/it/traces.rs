@@ -115,7 +115,7 @@ async fn real_trace_matches_the_oracle() {
     assert_eq!(
         int(
             &e,
-            "SELECT count(*) FROM sources WHERE kind = 'python_trace'"
+            "SELECT count(*) FROM sources WHERE kind = 'kineto_trace'"
         )
         .await,
         1

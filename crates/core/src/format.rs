@@ -29,6 +29,8 @@ pub enum SourceKind {
     Snapshot,
     ProfilerMemoryRecord,
     ProfilerOperatorMemory,
+    /// A torch.profiler (Kineto) Chrome trace.
+    KinetoTrace,
 }
 
 impl SourceKind {
@@ -42,6 +44,7 @@ impl SourceKind {
             SourceKind::Snapshot => "snapshot",
             SourceKind::ProfilerMemoryRecord => "profiler_memory_record",
             SourceKind::ProfilerOperatorMemory => "profiler_operator_memory",
+            SourceKind::KinetoTrace => "kineto_trace",
         }
     }
 }

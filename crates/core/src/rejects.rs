@@ -158,7 +158,8 @@ pub fn sources() -> TableDef {
             req(
                 "kind",
                 Utf8,
-                "memscope_csv, memscope_db, python_trace, memory_compare, config, snapshot",
+                "memscope_csv, memscope_db, python_trace (msMemScope's), memory_compare, config, \
+                 snapshot, profiler_memory_record, profiler_operator_memory, kineto_trace",
             ),
             req("path", Utf8, "absolute path at ingest time"),
             req("size_bytes", Int64, "file size").bytes(),

@@ -29,9 +29,8 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "trace_memory_curve",
 );
 
-/// The kind a trace is given in `sources.kind`. memq-core has no kind of its own for Chrome
-/// traces yet; this one's label (`python_trace`) is the nearest (a trace taken from Python).
-pub const KIND: SourceKind = SourceKind::PythonTrace;
+/// The kind a trace is given in `sources.kind` (`kineto_trace`).
+pub const KIND: SourceKind = SourceKind::KinetoTrace;
 
 /// The top-level keys of a Kineto trace, one of which is in its first 64 KiB.
 pub const TRACE_KEYS: [&str; 3] = [
