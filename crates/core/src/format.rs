@@ -255,6 +255,13 @@ pub trait Format: Send + Sync {
     /// (companion files alone are not).
     fn is_primary(&self, kind: SourceKind) -> bool;
 
+    /// Whether `detect` takes any file named directly, recognised or not (msMemScope's reader,
+    /// which then explains a bad header). Such a claim is checked for inputs memq does not read
+    /// (a gzip, a JSON that is no config) before it is accepted.
+    fn takes_any_file(&self) -> bool {
+        false
+    }
+
     /// Ingests this format's sources into `out`; one report per source, in order.
     fn ingest<'a>(
         &'a self,

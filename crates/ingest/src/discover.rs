@@ -70,15 +70,20 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
             }
         } else {
             let head = read_head(input, 64).map_err(|e| MemqError::io(input, e))?;
-            if let Some(what) = not_read(input, &head)? {
-                return Err(MemqError::input(input, Location::None, what));
-            }
             let candidate = Candidate {
                 path: input,
                 head: &head,
                 in_folder: false,
             };
-            let (format, kind) = catalog.detect(&candidate).ok_or_else(|| {
+            let detected = catalog.detect(&candidate);
+            // A format that recognised the content reads it; a claim by the reader that takes
+            // any file is first checked for what memq does not read.
+            if detected.is_none_or(|(f, _)| catalog.formats()[f].takes_any_file()) {
+                if let Some(what) = not_read(input, &head)? {
+                    return Err(MemqError::input(input, Location::None, what));
+                }
+            }
+            let (format, kind) = detected.ok_or_else(|| {
                 MemqError::input(input, Location::None, "not a file memq can read")
             })?;
             let name = input
@@ -104,19 +109,12 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
 const READS: &str = "memq reads msMemScope dumps (CSV or SQLite) and output folders, PyTorch \
     memory snapshot pickles, Ascend profiler memory CSVs and torch.profiler (Kineto) traces";
 
-/// A file named directly that memq recognises but does not read, said in words, so that it is
-/// never ingested as something else (a JSON taken for an msMemScope config.json, a gzip file for
-/// a dump with a bad header). torch.profiler traces (plain JSON, or gzip named `.json.gz`) pass
-/// on to the trace format, which reads them (and says so when a `.json.gz` is not a trace).
+/// A file named directly that no format recognised by its content, said in words when it is
+/// something memq does not read, so that it is never ingested as something else (a JSON taken
+/// for an msMemScope config.json, a gzip file for a dump with a bad header). Traces, plain or
+/// gzipped, were recognised by the trace format before this is asked.
 fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
-    let lower = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
     if head.starts_with(&[0x1f, 0x8b]) {
-        if lower.ends_with(".json.gz") {
-            return Ok(None);
-        }
         return Ok(Some(format!(
             "a gzip-compressed file: {READS}; of those only a trace may be gzipped (named \
              `.json.gz`); decompress it first (`gzip -dk`)"
@@ -130,20 +128,9 @@ fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
     if !(json_name || body.starts_with('{')) {
         return Ok(None);
     }
-    // A trace's top-level keys come first; 64 KiB holds them in every trace seen.
+    // msMemScope's config.json names what was collected with these keys, near its start.
     let more = read_head(path, 64 << 10).map_err(|e| MemqError::io(path, e))?;
     let more = String::from_utf8_lossy(&more);
-    if [
-        "\"traceEvents\"",
-        "\"schemaVersion\"",
-        "\"deviceProperties\"",
-    ]
-    .iter()
-    .any(|k| more.contains(k))
-    {
-        return Ok(None); // a torch.profiler (Kineto) Chrome trace: the trace format reads it
-    }
-    // msMemScope's config.json names what was collected with these keys.
     let config_keys = [
         "\"analysisType\"",
         "\"eventType\"",
@@ -154,7 +141,7 @@ fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
         return Ok(Some(format!(
             "a JSON file that is not a torch.profiler trace (no traceEvents) and not an \
              msMemScope config.json (it has none of the keys analysisType, eventType, \
-             dumpEventType, enablePyStack); {READS}, and torch.profiler traces"
+             dumpEventType, enablePyStack); {READS}"
         )));
     }
     Ok(None)

@@ -131,6 +131,10 @@ impl Format for Memscope {
         matches!(kind, SourceKind::MemscopeCsv | SourceKind::MemscopeDb)
     }
 
+    fn takes_any_file(&self) -> bool {
+        true
+    }
+
     fn ingest<'a>(
         &'a self,
         sources: &'a [Source],
