@@ -450,7 +450,7 @@ pub fn written_message(rows: u64, path: &Path) -> String {
 
 /// The memory limit in MiB the session runs with (`--memory-limit`, `MEMQ_MEMORY_LIMIT_MB`).
 fn limit_mib() -> String {
-    std::env::var("MEMQ_MEMORY_LIMIT_MB").unwrap_or_else(|_| "8192".into())
+    (memq_core::memory_limit() >> 20).to_string()
 }
 
 /// An execution error as text: an operator that cannot spill below the memory limit is named

@@ -3,11 +3,15 @@
 //! memq-core (errors, catalog, dataset), memq-memscope and memq-snapshot (the formats),
 //! memq-ingest (inputs into a dataset), memq-engine (the DataFusion session).
 //!
+//! [`api`] is the library API the command line ([`cli`]), the shell and the Python module call.
+//!
 //! Here: [`catalog`] (the formats this binary knows), [`open`] (an INPUT as an engine),
 //! [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
 //! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
 pub mod agent;
+pub mod api;
+pub mod cli;
 pub mod cluster;
 pub mod errors;
 pub mod exec;

@@ -13,7 +13,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use memq_core::dataset::ParquetSink;
 use memq_core::error::{Location, MemqError, Result};
 
-mod cells;
+pub mod cells;
 mod chart;
 mod table;
 pub use cells::{format_float, CellStyle};

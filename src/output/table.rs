@@ -81,7 +81,7 @@ impl Default for TableOptions {
 }
 
 impl TableOptions {
-    fn style(&self) -> CellStyle {
+    pub fn style(&self) -> CellStyle {
         CellStyle {
             values: self.bytes,
             origin_ns: self.origin_ns,

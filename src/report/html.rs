@@ -148,7 +148,8 @@ fn band_runs(band: &[BandBucket]) -> Vec<&[BandBucket]> {
     runs
 }
 
-fn line_chart(l: &LineChart) -> String {
+/// A line chart as an inline SVG element (the report's curves; the library's result charts).
+pub fn line_chart(l: &LineChart) -> String {
     let mut out = String::new();
     let items: Vec<(String, String, bool)> = l
         .series

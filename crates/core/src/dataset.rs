@@ -29,12 +29,7 @@ use crate::error::{Location, MemqError, Result};
 /// 31.0 s instead of 34.6 s in the first: the spilled runs merge no slower than a larger
 /// in-memory sort.)
 fn sort_memory_bytes() -> usize {
-    let limit = std::env::var("MEMQ_MEMORY_LIMIT_MB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .map(|mb| (mb << 20) / 2)
-        .unwrap_or(usize::MAX);
-    limit.clamp(16 << 20, 512 << 20)
+    (crate::memory_limit() / 2).clamp(16 << 20, 512 << 20)
 }
 
 /// The most bytes of one column a Parquet row group holds in memory while it is written (and

@@ -8,6 +8,7 @@
 //! - [`function`]: a small frame for scalar SQL functions over whole arrays.
 //! - [`fnv1a`]: the hash of the names memq derives from contents (cache folders, library
 //!   fingerprints).
+//! - [`memory_limit`]: the one memory limit of the process (`--memory-limit`).
 //! - [`release_free_memory`]: freed memory handed back to the system between phases.
 
 pub mod catalog;
@@ -16,6 +17,28 @@ pub mod error;
 pub mod format;
 pub mod function;
 pub mod rejects;
+
+/// The memory limit queries and ingest sorts run under, in bytes: set once per process by
+/// `--memory-limit` or the library's `memory_limit` option ([`set_memory_limit`]), else
+/// `$MEMQ_MEMORY_LIMIT_MB`, else 8 GiB. Sessions read it when they are opened.
+pub fn memory_limit() -> usize {
+    match MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::env::var("MEMQ_MEMORY_LIMIT_MB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|mb| *mb > 0)
+            .map(|mb| mb << 20)
+            .unwrap_or(8 << 30),
+        set => set,
+    }
+}
+
+/// Sets [`memory_limit`] for what is opened from now on (0 goes back to the default).
+pub fn set_memory_limit(bytes: usize) {
+    MEMORY_LIMIT.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+static MEMORY_LIMIT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// FNV-1a, 64 bit: a hash that is stable across builds and platforms, for names and
 /// fingerprints that must not change when memq is rebuilt (the cache folder of a set of inputs,

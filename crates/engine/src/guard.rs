@@ -79,11 +79,7 @@ struct Guarded {
 
 /// The memory limit in bytes (`--memory-limit` / MEMQ_MEMORY_LIMIT_MB; 8 GiB by default).
 pub fn memory_limit_bytes() -> u64 {
-    std::env::var("MEMQ_MEMORY_LIMIT_MB")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|mb| mb << 20)
-        .unwrap_or(8 << 30)
+    memq_core::memory_limit() as u64
 }
 
 /// The most text one call may build, whatever the memory limit: a `Utf8` array holds at most

@@ -30,15 +30,6 @@ use memq_core::dataset::{self, Manifest};
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::format::{Catalog, Function};
 
-/// Memory the engine may use before spilling (override with MEMQ_MEMORY_LIMIT_MB).
-fn memory_limit() -> usize {
-    std::env::var("MEMQ_MEMORY_LIMIT_MB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .map(|mb| mb << 20)
-        .unwrap_or(8 << 30)
-}
-
 pub struct Engine {
     pub ctx: SessionContext,
     pub dataset: PathBuf,
@@ -80,7 +71,7 @@ impl Engine {
         // A fair pool: spilling operators (sorts, aggregates, joins) share the limit and spill
         // to disk past it; the rest fails with "Resources exhausted" (issue 13, finding 3).
         let pool = datafusion::execution::memory_pool::TrackConsumersPool::new(
-            datafusion::execution::memory_pool::FairSpillPool::new(memory_limit()),
+            datafusion::execution::memory_pool::FairSpillPool::new(memq_core::memory_limit()),
             std::num::NonZeroUsize::new(5).expect("5 > 0"),
         );
         let runtime = RuntimeEnvBuilder::new()

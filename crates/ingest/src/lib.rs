@@ -13,6 +13,7 @@ pub mod ranks;
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -69,6 +70,20 @@ impl IngestReport {
         ));
         out
     }
+}
+
+/// Bytes read and bytes to read by the ingests of this process, for a display that polls
+/// rather than draws on stderr (the Python module's progress bar in a notebook).
+static READ: AtomicU64 = AtomicU64::new(0);
+static TO_READ: AtomicU64 = AtomicU64::new(0);
+
+/// The progress of the ingest running in this process: bytes of its inputs read so far, and
+/// in all (what the last one read once it ended; `(0, 0)` before any).
+pub fn progress() -> (u64, u64) {
+    (
+        READ.load(Ordering::Relaxed),
+        TO_READ.load(Ordering::Relaxed),
+    )
 }
 
 fn progress_bar(show: bool, total: u64) -> ProgressBar {
@@ -136,9 +151,14 @@ pub async fn ingest_sources(
     ranks.extend(placements.iter().map(|p| p.rank));
     let builder = builder.with_ranks(ranks);
     let bar = progress_bar(opts.progress, input_bytes);
+    READ.store(0, Ordering::Relaxed);
+    TO_READ.store(input_bytes, Ordering::Relaxed);
     let progress: Progress = {
         let bar = bar.clone();
-        Arc::new(move |n| bar.inc(n))
+        Arc::new(move |n| {
+            bar.inc(n);
+            READ.fetch_add(n, Ordering::Relaxed);
+        })
     };
     let offset = old.len();
     let mut reports: Vec<Option<SourceReport>> = vec![None; sources.len()];
@@ -158,6 +178,7 @@ pub async fn ingest_sources(
         }
     }
     bar.finish_and_clear();
+    READ.store(input_bytes, Ordering::Relaxed);
     let mut entries = old;
     for (((_, source), report), placement) in sources.iter().zip(reports).zip(placements) {
         let report = report
