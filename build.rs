@@ -1,6 +1,6 @@
 //! Link settings of the `memq` binary. memq is linked as a position-independent executable
 //! (PIE, the toolchain's default), so its own code — including the bundled SQLite that parses
-//! untrusted `.db` files — is loaded at a random address (ASLR; issue 13, finding 13). It was
+//! untrusted `.db` files — is loaded at a random address (ASLR: an exploit in it cannot rely on fixed addresses). It was
 //! linked `-no-pie` before to save start-up time; docs/robustness.md ("Binary hardening") has
 //! the measurements and why that time cannot be had back in a PIE: the loader must write the
 //! ~3.2 MiB of `.data.rel.ro` (DataFusion's and Arrow's vtables and static tables) to relocate

@@ -1,7 +1,7 @@
 //! `memq run INPUT FILE.sql... [--param name=value]... [-o DIR]`: runs query files in order,
 //! in one session (a view one file creates is visible to the next). A file refers to a
 //! parameter as `$name`; values are bound as typed literals ([`crate::params`]). Each file goes
-//! through [`crate::exec::run`]; results go to stdout in order, or with `-o DIR` each to its own
+//! through [`crate::exec::statements`]; results go to stdout in order, or with `-o DIR` each to its own
 //! file in DIR.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! The display commands of part C of issue 11: `\x` (records instead of a table), `\chart`
+//! The shell's display commands: `\x` (records instead of a table), `\chart`
 //! (the last result as a terminal chart), `\set raw on|off` and `\set format F`.
 
 use memq_core::error::{MemqError, Result};

@@ -133,7 +133,7 @@ fn query_runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("memq-query")
-        // Deep expressions recurse in the planner (issue 13, finding 2).
+        // Deep expressions (a long `OR` chain) recurse in the planner: big stacks let them plan.
         .thread_stack_size(64 << 20)
         .build()
         .map_err(|e| MemqError::Query(format!("cannot start the query runtime: {e}")))

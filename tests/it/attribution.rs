@@ -1,4 +1,4 @@
-//! Who holds the peak (issue 15): peak_blocks and peak_split on the G3 fixture (whose
+//! Who holds the peak (docs/attribution.md): peak_blocks and peak_split on the G3 fixture (whose
 //! generator names each owner's role) and on the real samples; user_frame and categorize as
 //! SQL functions, with the default rules and with rules from a table.
 

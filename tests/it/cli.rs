@@ -256,7 +256,7 @@ fn run_measured(cmd: &mut std::process::Command) -> (Option<i32>, String, String
     (code, so, se, rss)
 }
 
-/// Issue 11, finding 1: `memq sql` streams: a big `SELECT *` shows its head and tail with
+/// `memq sql` streams: a big `SELECT *` shows its head and tail with
 /// "N rows, 40 shown" in bounded memory; csv and Parquet stream too; `--maxrows`.
 #[test]
 fn big_results_stream_with_bounded_memory() {
@@ -373,7 +373,7 @@ fn sigint_stops_memq_sql_with_status_130() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// Issue 11, finding 6: SQL errors read as one line with the SQL line and a caret under the
+/// SQL errors read as one line with the SQL line and a caret under the
 /// failing token; "did you mean" for unknown tables, views and table functions; no Rust Debug
 /// text or internal catalog names.
 #[test]
@@ -417,7 +417,7 @@ fn sql_errors_have_a_caret_and_suggestions() {
     }
 }
 
-/// Issue 11, finding 9: scripting. Piped stdin runs its last statement without `;`, stops at
+/// Scripting. Piped stdin runs its last statement without `;`, stops at
 /// the first error with a non-zero status (`--no-bail` goes on), and keeps stdout for results;
 /// `memq -c SQL` and `memq -f FILE` run and exit; `memq sql -f FILE`.
 #[test]
@@ -502,7 +502,7 @@ fn scripting_like_duckdb() {
     );
 }
 
-/// Issue 11, finding 10: `-o FILE` with a different `--format` is an error; an `-o` into a
+/// `-o FILE` with a different `--format` is an error; an `-o` into a
 /// missing folder names the file asked for (no temporary name); Markdown escapes `<module>`.
 #[test]
 fn output_files_and_markdown_small_findings() {
@@ -577,7 +577,7 @@ fn csv_value(ds: &std::path::Path, sql: &str) -> String {
     out.lines().nth(1).unwrap_or_default().to_string()
 }
 
-/// Issue 11, findings 3 and 4: the table view shows bytes, moments, durations, percentages and
+/// The table view shows bytes, moments, durations, percentages and
 /// floats by their unit; csv and `--raw` keep the stored values.
 #[test]
 fn table_view_shows_values_by_their_unit() {
@@ -653,8 +653,8 @@ fn table_view_shows_values_by_their_unit() {
     assert!(table.contains("| 0.333333 |"), "{table}");
 }
 
-/// The snapshot's time_us, peak and byte columns by their unit (finding 4: `snap_peak.active_peak`
-/// printed raw).
+/// The snapshot's time_us, peak and byte columns by their unit (`snap_peak.active_peak`
+/// among them, not printed raw).
 #[test]
 fn snapshot_views_show_bytes_and_times() {
     let dir = tempfile::TempDir::new().unwrap();
@@ -686,7 +686,7 @@ fn snapshot_views_show_bytes_and_times() {
     );
 }
 
-/// Issue 11, finding 5: table-function arguments are checked (a clear error, not 0 rows), and
+/// Table-function arguments are checked (a clear error, not 0 rows), and
 /// a moment may be written readably or as a scalar subquery.
 #[test]
 fn table_function_arguments_are_checked_and_readable() {
@@ -818,7 +818,7 @@ fn views_listing_groups_and_suggests() {
     assert!(err.contains("did you mean `leak_summary`?"), "{err}");
 }
 
-/// Issue 11: `--format line` (one record per row) and `--chart` (bars over text, a curve over
+/// `--format line` (one record per row) and `--chart` (bars over text, a curve over
 /// numbers and times).
 #[test]
 fn line_format_and_charts() {
@@ -863,7 +863,7 @@ fn line_format_and_charts() {
     );
 }
 
-/// Issue 11, finding 9: `memq sql --param` binds `$name` as a typed value; every command on a
+/// `memq sql --param` binds `$name` as a typed value; every command on a
 /// raw input goes through the ingest cache, so only the first one ingests (the cache's note and
 /// the dataset's unchanged manifest say so); `--no-cache` leaves the cache alone.
 #[test]
@@ -939,7 +939,7 @@ fn every_command_on_a_raw_input_uses_the_ingest_cache() {
     assert!(!err.contains("cache"), "{err}");
 }
 
-/// Issue 11, agent mode: with `AI_AGENT` set and stdout a pipe (or with `--agent`), results are
+/// Agent mode: with `AI_AGENT` set and stdout a pipe (or with `--agent`), results are
 /// Markdown tables with `name:TYPE` headers and raw values, cut at `--maxrows` with a count, and
 /// errors are one JSON line on stderr; without either, the usual table.
 #[test]
@@ -1041,7 +1041,7 @@ fn agent_mode_writes_typed_markdown_and_json_errors() {
     assert_eq!(out, "+---+\n| a |\n+---+\n| 1 |\n+---+\n1 row\n");
 }
 
-/// Issue 11: `SUMMARIZE` gives one row per column with figures that match direct aggregates.
+/// `SUMMARIZE` gives one row per column with figures that match direct aggregates.
 #[test]
 fn summarize_gives_a_row_per_column() {
     let dir = tempfile::TempDir::new().unwrap();

@@ -1,4 +1,4 @@
-//! Faults and concurrency (issue 13, findings 11 and 12): `memq ingest` killed with SIGKILL at
+//! Faults and concurrency: `memq ingest` killed with SIGKILL at
 //! several points leaves no dataset at the target and the next run removes its temporary
 //! folder and succeeds; a killed `--force` keeps the old dataset whole; a leftover `.NAME.old`
 //! or stale `.NAME.tmp-PID` never blocks `--force`; shells opening the same raw input at once

@@ -1,6 +1,7 @@
-//! Every real file a user brings (issue 14) and the db/pickle findings of issue 13 (#6, #7,
-//! #8): each real input ingests with 0 rejects and its tables give the figures that
-//! tests/oracle/real_inputs.py derived independently (tests/oracle/real_inputs.json).
+//! Every real file a user brings, and the db and pickle edge cases (the id rules shared with the
+//! CSV reader, pickles that are not snapshots, WAL-mode dbs): each real input ingests with 0
+//! rejects and its tables give the figures that tests/oracle/real_inputs.py derived
+//! independently (tests/oracle/real_inputs.json).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -477,9 +478,9 @@ async fn profiler_output_folder_is_detected() {
     );
 }
 
-// Issue 13 findings #6, #7, #8.
+// The db and pickle edge cases.
 
-/// #6: the db reader applies the CSV reader's Process Id / Thread Id rules: the twin files give
+/// The db reader applies the CSV reader's Process Id / Thread Id rules: the twin files give
 /// the same 4 rejects (`abc`, `-5`, `1.5`, Thread Id `x`) and keep `-1` (NULL) and ` 2579302 `.
 #[tokio::test]
 async fn db_and_csv_readers_share_the_id_rules() {
@@ -505,7 +506,7 @@ async fn db_and_csv_readers_share_the_id_rules() {
     assert!(csv.1.iter().any(|r| r[0] == "2579302"));
 }
 
-/// #7: a pickle that is not a snapshot is refused (exit 2) naming the file and why, without
+/// A pickle that is not a snapshot is refused (exit 2) naming the file and why, without
 /// --strict.
 #[test]
 fn pickles_that_are_not_snapshots_are_refused() {
@@ -536,7 +537,7 @@ fn pickles_that_are_not_snapshots_are_refused() {
     assert_eq!(code, 0, "{stderr}");
 }
 
-/// #8: WAL-mode dbs are read from a read-only folder (a read-only bind mount in a private mount
+/// WAL-mode dbs are read from a read-only folder (a read-only bind mount in a private mount
 /// namespace when `unshare` is allowed) and nothing appears beside them; the pending db's
 /// committed rows in its -wal are read too.
 #[test]

@@ -1,4 +1,4 @@
-//! The attribution analyses (issue 15) against memq-gen's truth: categories at the peak
+//! The attribution analyses (docs/attribution.md) against memq-gen's truth: categories at the peak
 //! (`peak_split`), the live set at every step end (`mem_state_at`), injected wasted memory
 //! (`wasted_memory`) and a two-run fixture with a known difference (`run_diff`). Each dump is
 //! generated here through the library, in a temporary folder, and its truth is what the

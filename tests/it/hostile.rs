@@ -1,4 +1,4 @@
-//! The hostile-input corpus (fixtures/hostile/, issue 13): every file of `expected.tsv` through
+//! The hostile-input corpus (fixtures/hostile/): every file of `expected.tsv` through
 //! the `memq` binary — `memq ingest FILE -o TMP/x.memq --force` under a timeout and an address
 //! space limit — checked against its expected exit code, `rejects` and `events` rows (from the
 //! manifest) and stderr fragment. A refused file must leave no dataset, name the file, and never
@@ -305,7 +305,7 @@ fn ingest_file(work: &Path, input: &Path) -> (PathBuf, String) {
     (out, stderr)
 }
 
-/// Finding 4: a switch of unit mid-file is read row by row, warned about at its line, and no
+/// A switch of unit mid-file is read row by row, warned about at its line, and no
 /// value saturates; a declared µs column with ns values rejects the overflowing rows.
 #[test]
 fn timestamp_units_are_decided_per_row() {
@@ -339,7 +339,7 @@ fn timestamp_units_are_decided_per_row() {
     assert_eq!(out.lines().nth(1), Some("0"), "{out}");
 }
 
-/// Finding 2: long OR chains plan (5 000 terms) or are refused with a message (over 10 000
+/// Long OR chains plan (5 000 terms) or are refused with a message (over 10 000
 /// operators), in `memq sql` and in the shell, which goes on.
 #[test]
 fn deep_expressions_never_overflow_the_stack() {
@@ -383,7 +383,7 @@ fn deep_expressions_never_overflow_the_stack() {
     assert!(stderr.contains("more than 10000 operators"), "{stderr}");
 }
 
-/// Finding 3: `--memory-limit` bounds results and functions that build text; the process
+/// `--memory-limit` bounds results and functions that build text; the process
 /// fails with a message instead of aborting.
 #[test]
 fn memory_limits_fail_cleanly() {
@@ -394,7 +394,7 @@ fn memory_limits_fail_cleanly() {
         assert_eq!(code, Some(1), "{err}");
         assert!(err.contains("repeat() would build 1907 MiB"), "{err}");
     }
-    // A result is streamed, never held: 200 MB of rows print within a 64M limit (issue 11).
+    // A result is streamed, never held: 200 MB of rows print within a 64M limit.
     let (code, out, err) = sql(
         &ds,
         "SELECT repeat('y', 1000) AS s FROM generate_series(1, 200000)",
@@ -452,7 +452,7 @@ fn check_queries(ds: &Path, extra: &[&str], cases: &[(String, Result<String, Str
 
 /// Functions whose result size an argument chooses, or that grow faster than their input, fail
 /// with exit 1 and a message naming the limit before they allocate (an allocation failure
-/// aborts the process: issue 13, finding 3); within the limit they give their real values. A
+/// aborts the process); within the limit they give their real values. A
 /// scalar argument counts once per row (10 events × 10 MB).
 #[test]
 fn functions_that_build_big_values_fail_with_the_limit() {
@@ -570,7 +570,7 @@ fn functions_that_build_big_values_fail_with_the_limit() {
     check_queries(&ds, &["--memory-limit", "64M", "--format", "csv"], &cases);
 }
 
-/// Finding 1: a 1 MB pickle whose 2 100 frames share one 1 MiB name (2.2 GB of frame text in
+/// A 1 MB pickle whose 2 100 frames share one 1 MiB name (2.2 GB of frame text in
 /// one column) ingests and reads back. The frames table's row groups are cut by their decoded
 /// bytes: by their encoded size alone (one dictionary entry) the 2 100 names were one row group,
 /// which the reader refused ("index overflow decoding byte array").
@@ -590,7 +590,7 @@ fn frames_sharing_one_long_string_ingest_and_read_back() {
     assert_eq!(out.lines().nth(1), Some("2100,2202009600"), "{out}");
 }
 
-/// Finding 13: memq is linked as a position-independent executable, so its code (and the
+/// memq is linked as a position-independent executable, so its code (and the
 /// bundled SQLite that parses untrusted `.db` files) gets ASLR: the ELF type is ET_DYN (3),
 /// not ET_EXEC (2) as with `-no-pie`.
 #[cfg(target_os = "linux")]

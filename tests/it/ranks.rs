@@ -1,4 +1,4 @@
-//! Multi-rank datasets (issue 16): every source placed in the job by its path (rank, node,
+//! Multi-rank datasets (docs/scale-out.md): every source placed in the job by its path (rank, node,
 //! device, pid in `sources`), every other table laid out by rank, `--append` of more ranks.
 
 use std::path::{Path, PathBuf};

@@ -492,7 +492,7 @@ fn peak_rss_of(marker: &Path) -> Option<u64> {
     None
 }
 
-/// Issue 11, finding 1: `SELECT * FROM events` on a dataset of over 1 M events prints its first
+/// `SELECT * FROM events` on a dataset of over 1 M events prints its first
 /// screen at once with bounded memory (head and tail, "N rows, 40 shown"), fitted to the terminal; Ctrl-C
 /// while rows stream stops printing and the prompt comes back.
 #[test]
@@ -586,7 +586,7 @@ fn a_big_result_streams_a_bounded_table_and_ctrl_c_stops_it() {
     quit(p);
 }
 
-/// Issue 11, part C: `\x` shows rows as records, one row too wide for the terminal becomes a
+/// `\x` shows rows as records, one row too wide for the terminal becomes a
 /// record by itself, `\chart` draws the last result, and `\set raw on` shows stored values.
 #[test]
 fn expanded_display_chart_and_raw_values() {
@@ -661,7 +661,7 @@ fn vocabulary_columns_of_views_are_those_of_their_plans() {
     });
 }
 
-/// Issue 11, finding 7: completion by position. After FROM only relations are candidates: a
+/// Completion by position. After FROM only relations are candidates: a
 /// prefix shared with columns or functions (as `pea` was with `peak_bytes`) completes to the
 /// relation; in WHERE a prefix that is ambiguous among all columns completes to the one column
 /// of the statement's table.
@@ -737,7 +737,7 @@ fn tab_completion_follows_the_statement() {
     quit(p);
 }
 
-/// Issue 11, finding 8: the banner says what the dataset holds and where to start; `\dv`
+/// The banner says what the dataset holds and where to start; `\dv`
 /// groups the analyses by source, the ones of this dataset's source first, and marks those
 /// without data here.
 #[test]

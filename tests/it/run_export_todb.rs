@@ -205,7 +205,7 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     let index: memq::export::Index =
         serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
     // Every parameterless analysis of the memscope library; those of the snapshot and profiler
-    // libraries have no data in a memscope dataset and are skipped (issue 11, finding 8).
+    // libraries have no data in a memscope dataset and are skipped.
     let parameterless = |family: &str| -> Vec<String> {
         let mut v: Vec<String> = memq::analyses()
             .into_iter()
@@ -595,7 +595,7 @@ fn listing(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Issue 11, findings 8 and 10: on a snapshot-only dataset `memq export` skips the memscope and
+/// On a snapshot-only dataset `memq export` skips the memscope and
 /// profiler analyses (and says so) unless they are named; a non-empty folder is refused unless
 /// `--force`, which replaces a previous export whole (no stale file) and nothing else.
 #[tokio::test]
@@ -693,7 +693,7 @@ async fn export_skips_analyses_without_data_and_replaces_only_its_own_output() {
     assert_eq!(listing(dir.path()), ["ex", "snap.memq"]);
 }
 
-/// Issue 11, finding 10: `memq to-db` on a dataset without msMemScope events is an error (exit
+/// `memq to-db` on a dataset without msMemScope events is an error (exit
 /// 2) that says why, and writes no file.
 #[test]
 fn to_db_refuses_a_dataset_without_memscope_events() {
@@ -717,7 +717,7 @@ fn to_db_refuses_a_dataset_without_memscope_events() {
 }
 
 /// Ctrl-C (SIGINT) stops `memq run -o DIR` with status 130 and removes the result file being
-/// written (issue 11, `memq run` like `memq sql`).
+/// written, as `memq sql` does.
 #[test]
 fn sigint_stops_memq_run_and_removes_the_partial_output() {
     use std::process::Stdio;

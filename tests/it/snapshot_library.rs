@@ -747,8 +747,8 @@ async fn state_at_replays_back_to_the_timeline() {
     )
     .await;
     assert_eq!(i(&r, "n"), 2);
-    // a device the snapshot does not have is an error naming the devices it has (issue 11,
-    // finding 5), not an empty answer
+    // a device the snapshot does not have is an error naming the devices it has, not an
+    // empty answer
     let err = crate::common::query_error(
         &d.engine,
         &format!("SELECT COUNT(*) AS n FROM state_at(0, '{A}', 1)"),

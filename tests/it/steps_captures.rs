@@ -1,4 +1,4 @@
-//! Three answers that were wrong on dumps unlike the generator's (issue 15):
+//! Three answers that dumps unlike the generator's could get wrong:
 //! - steps marked by user spellings (`Range_start "step N"` … `Range_end "step N"`, and marks
 //!   that only mention a step) are found once each, with the per-step figures at the real ends;
 //! - two captures whose processes share a pid keep their own OOM records;

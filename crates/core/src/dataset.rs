@@ -33,7 +33,7 @@ fn sort_memory_bytes() -> usize {
 }
 
 /// The most bytes of one column a Parquet row group holds in memory while it is written (and
-/// a read-back batch decodes): keeps wide rows (1 MiB call stacks) bounded (issue 13, finding 1).
+/// a read-back batch decodes): keeps wide rows (1 MiB call stacks) bounded.
 const ROW_GROUP_BYTES: usize = 128 << 20;
 
 pub const MANIFEST: &str = "manifest.json";
@@ -278,7 +278,7 @@ impl DatasetBuilder {
         let tmp = parent.join(format!(".{name}.tmp-{}", unique_suffix()));
         fs::create_dir_all(&tmp).map_err(|e| MemqError::io(&tmp, e))?;
         // The owner file stays locked while this process lives: a killed build is recognised by
-        // the next run (the kernel drops the lock) and removed (issue 13, finding 11).
+        // the next run (the kernel drops the lock) and removed.
         let owner_path = tmp.join(OWNER_FILE);
         let owner = File::create(&owner_path).map_err(|e| MemqError::io(&owner_path, e))?;
         owner.lock().map_err(|e| MemqError::io(&owner_path, e))?;
@@ -462,7 +462,7 @@ impl DatasetBuilder {
             ParallelSink::create_with(&out, def.schema(), table_properties(def), threads)?;
         if staging.exists() {
             // Wide rows (1 MiB call stacks) get a session of their own with fewer rows per
-            // batch: 8192 of them read back as one batch of gigabytes (issue 13, finding 1).
+            // batch: 8192 of them read back as one batch of gigabytes.
             let rows = sort_batch_rows(staging);
             let ctx = if rows == SORT_BATCH_ROWS {
                 self.sorter()?
@@ -547,7 +547,7 @@ impl DatasetBuilder {
 
     /// Writes the manifest and renames the folder into place. The swap runs under the target's
     /// commit lock (`.NAME.lock` beside it), so concurrent commits to one target never meet;
-    /// the replaced dataset is moved to a unique `.NAME.old-…` and removed (issue 13, finding 12).
+    /// the replaced dataset is moved to a unique `.NAME.old-…` and removed.
     pub fn commit(self, manifest: &Manifest) -> Result<PathBuf> {
         let staging = self.tmp.join("_staging");
         if staging.exists() {
@@ -649,7 +649,7 @@ fn is_stale_build(dir: &Path, suffix: &str) -> bool {
 }
 
 /// Removes the temporary folders `.NAME.tmp-…` beside a dataset `NAME` that killed processes
-/// left (issue 13, finding 11); returns them with their sizes. Folders of live processes are
+/// left; returns them with their sizes. Folders of live processes are
 /// kept.
 pub fn remove_stale_builds(parent: &Path, name: &str) -> Vec<(PathBuf, u64)> {
     let prefix = format!(".{name}.tmp-");
@@ -679,7 +679,7 @@ pub fn remove_stale_builds(parent: &Path, name: &str) -> Vec<(PathBuf, u64)> {
 fn remove_old_copies(parent: &Path, name: &str) -> Vec<(PathBuf, u64)> {
     let exact = format!(".{name}.old");
     let prefix = format!(".{name}.old-");
-    // Names of memq before issue 13: `.NAME.tmp-PID.old` (with_extension on the tmp folder).
+    // Names older memq versions used: `.NAME.tmp-PID.old` (with_extension on the tmp folder).
     let legacy = format!(".{name}.tmp-");
     let mut removed = Vec::new();
     let Ok(entries) = fs::read_dir(parent) else {
@@ -901,7 +901,7 @@ impl ParquetSink {
         self.writer.write(batch).map_err(err)?;
         // The writer cuts row groups by their encoded bytes; a dictionary column of one long
         // repeated string encodes small and decodes to gigabytes ("index overflow decoding byte
-        // array" on reading, issue 13 finding 1): cut by the Arrow bytes too.
+        // array" on reading): cut by the Arrow bytes too.
         self.group_bytes += batch.get_array_memory_size();
         if self.group_bytes >= self.group_limit {
             self.writer.flush().map_err(err)?;

@@ -3,9 +3,9 @@
 //! `regexp_replace`, `encode`, `array_to_string`, `array_repeat`, `array_resize`, `range`,
 //! `generate_series`, and the `||` operator on text): a call that would build more bytes than
 //! the memory limit fails with a message naming the limit instead of allocating without bound
-//! (issue 13, finding 3: `SELECT repeat('x', 2000000000)` aborted the process — an allocation
-//! failure outside the memory pool aborts, it cannot become an error — and a text result over
-//! 2 GiB panicked with "offset overflow").
+//! (unguarded, `SELECT repeat('x', 2000000000)` aborts the process — an allocation failure
+//! outside the memory pool aborts, it cannot become an error — and a text result over 2 GiB
+//! panics with "offset overflow").
 //!
 //! Each guard estimates the bytes of the result from its arguments before the call: sizes and
 //! counts, a scalar counting once per row of the batch (`concat(name, <100 MB literal>)` builds

@@ -69,7 +69,7 @@ impl Engine {
             ));
         }
         // A fair pool: spilling operators (sorts, aggregates, joins) share the limit and spill
-        // to disk past it; the rest fails with "Resources exhausted" (issue 13, finding 3).
+        // to disk past it; the rest fails with "Resources exhausted", an error instead of an abort.
         let pool = datafusion::execution::memory_pool::TrackConsumersPool::new(
             datafusion::execution::memory_pool::FairSpillPool::new(memq_core::memory_limit()),
             std::num::NonZeroUsize::new(5).expect("5 > 0"),

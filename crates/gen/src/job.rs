@@ -1,5 +1,5 @@
-//! A multi-rank training job (issue 16): `nodes` machines × `ranks_per_node` processes, one
-//! process per NPU, written as the tool writes a job:
+//! A multi-rank training job (docs/scale-out.md): `nodes` machines × `ranks_per_node`
+//! processes, one process per NPU, written as the tool writes a job:
 //! `JOB/node<k>/memscopeDumpResults/msmemscope_<PID>_<time>_ascend/device_<j>/dump/…`, with
 //! local rank j = the NPU id on its node and global rank r = k × ranks_per_node + j.
 //!

@@ -157,8 +157,8 @@ pub async fn cached_dataset(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| MemqError::io(parent, e))?;
     }
-    // One ingest per cache entry at a time (issue 13, finding 12): the others wait here and
-    // then find the dataset fresh.
+    // One ingest per cache entry at a time (shells opening the same raw input at once): the
+    // others wait here and then find the dataset fresh.
     let _lock = dataset::TargetLock::acquire(&path, "ingest")?;
     if is_fresh(&path, &sources)? {
         return Ok(Cached {

@@ -28,7 +28,7 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
     for input in inputs {
         let meta = fs::metadata(input).map_err(|e| MemqError::io(input, e))?;
         if !meta.is_dir() && !meta.is_file() {
-            // Never opened: a FIFO would block, a device read without end (finding 10).
+            // Never opened: a FIFO would block, a device read without end.
             return Err(not_regular(input, &meta.file_type()));
         }
         if meta.is_dir() {
@@ -184,11 +184,11 @@ fn not_regular(path: &Path, ft: &fs::FileType) -> MemqError {
     )
 }
 
-/// Walks an output folder. Symbolic links are followed (issue 13, finding 9): a linked folder
-/// is walked once (a link back to a folder already walked, e.g. `loop -> .`, is not followed
-/// again), a file reached twice is read once, and a dangling link or a special file (FIFO,
-/// device) whose name a format would claim is an error naming it; other dangling links and
-/// special files are skipped with a note on stderr.
+/// Walks an output folder. Symbolic links are followed, safely: a linked folder is walked once
+/// (a link back to a folder already walked, e.g. `loop -> .`, is not followed again), a file
+/// reached twice is read once, and a dangling link or a special file (FIFO, device) whose name
+/// a format would claim is an error naming it; other dangling links and special files are
+/// skipped with a note on stderr.
 struct Walker<'a> {
     catalog: &'a Catalog,
     files: Vec<PathBuf>,

@@ -3,8 +3,8 @@
 //!
 //! A table comes as several batches, each of at most [`BATCH_ROWS`] rows and about
 //! [`BATCH_TEXT_BYTES`] bytes of text per column: a text column of one batch must stay far
-//! below Arrow's 2 GiB offset limit even when many rows repeat one long string (issue 13
-//! finding 1: 2 100 frames sharing one long name), and the writer never holds a whole table.
+//! below Arrow's 2 GiB offset limit even when many rows repeat one long string (2 100 frames
+//! sharing one 1 MiB name make 2.2 GB of text), and the writer never holds a whole table.
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -232,8 +232,8 @@ impl Format for Snapshot {
     }
 }
 
-/// Pickles the robustness tests build (issue 13, finding 1), shared by this crate's tests and
-/// the integration tests.
+/// Pickles the robustness tests build (text columns past Arrow's 2 GiB offsets), shared by
+/// this crate's tests and the integration tests.
 #[doc(hidden)]
 pub mod testdata {
     /// `{segments: [], device_traces: [[{action: alloc, frames: [{name, filename, line}…]}]]}`
@@ -470,7 +470,7 @@ mod tests {
         );
     }
 
-    /// Finding 7 of issue 13: pickles that are not snapshots are refused, naming why.
+    /// Pickles that are not snapshots are refused, naming why.
     #[test]
     fn non_snapshots_are_refused() {
         use Py::*;
@@ -696,7 +696,7 @@ mod tests {
         }
     }
 
-    /// Issue 13 finding 1: a 2.2 MB pickle whose 2 100 frames share one 1 MiB name (2.2 GB of
+    /// A 2.2 MB pickle whose 2 100 frames share one 1 MiB name (2.2 GB of
     /// text in snap_frames.name, beyond Arrow's 2 GiB offsets) is written in batches cut by
     /// bytes, never as one column.
     #[test]
