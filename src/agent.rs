@@ -4,15 +4,10 @@
 //! values (head only, at most `maxrows` rows, then one line saying how many there were), and
 //! every error is one JSON line on stderr.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use memq_core::error::{MemqError, Result};
-
-use crate::exec::{Shown, StatementResult, Stop};
-use crate::output::{Format, ResultWriter, TableOptions};
+use datafusion::arrow::datatypes::{DataType, Field};
+use memq_core::error::MemqError;
 
 /// Environment variables that say an AI agent runs memq (any value but empty or `0`).
 pub const AGENT_ENV: &[&str] = &["AI_AGENT", "CLAUDECODE", "CURSOR_AGENT", "GEMINI_CLI"];
@@ -77,84 +72,6 @@ pub fn header(field: &Field) -> String {
     format!("{}:{}", field.name(), type_name(field.data_type()))
 }
 
-/// Prints a result as a Markdown table with `name:TYPE` headers: the first `max_rows` rows (0:
-/// all), then, when some were left out, `N rows, M shown`; `0 rows` for an empty result.
-pub async fn print<W: Write>(
-    result: &mut StatementResult,
-    out: W,
-    stop: &Stop,
-    max_rows: usize,
-) -> Result<Shown> {
-    let schema = Arc::new(Schema::new(
-        result
-            .schema
-            .fields()
-            .iter()
-            .map(|f| Field::new(header(f), f.data_type().clone(), true))
-            .collect::<Vec<_>>(),
-    ));
-    let io = |e: std::io::Error| MemqError::Query(format!("cannot write the result: {e}"));
-    // The table is ended once `max_rows` rows are out; the other rows are only counted.
-    let mut writer = Some(ResultWriter::new(
-        out,
-        &schema,
-        Format::Markdown,
-        TableOptions::default(),
-    )?);
-    let mut ended: Option<W> = None;
-    let end = |writer: &mut Option<ResultWriter<W>>, ended: &mut Option<W>| -> Result<()> {
-        if let Some(w) = writer.take() {
-            *ended = Some(w.finish()?.1);
-        }
-        Ok(())
-    };
-    let (mut rows, mut shown) = (0u64, 0u64);
-    let stopped = loop {
-        match crate::exec::next_or_stop(result, stop).await {
-            None => break true,
-            Some(None) => break false,
-            Some(Some(b)) => {
-                let b = b?;
-                rows += b.num_rows() as u64;
-                let room = if max_rows == 0 {
-                    b.num_rows()
-                } else {
-                    (max_rows as u64).saturating_sub(shown) as usize
-                };
-                if let Some(w) = writer.as_mut().filter(|_| room > 0) {
-                    let take = room.min(b.num_rows());
-                    w.write(&b.slice(0, take))?;
-                    shown += take as u64;
-                }
-                if max_rows > 0 && shown >= max_rows as u64 {
-                    end(&mut writer, &mut ended)?;
-                }
-            }
-        }
-    };
-    end(&mut writer, &mut ended)?;
-    let Some(mut out) = ended else {
-        return Err(MemqError::Query("the result was not ended".into()));
-    };
-    if stopped {
-        writeln!(out, "stopped after {rows} rows, {shown} shown (Ctrl-C)").map_err(io)?;
-    } else if rows == 0 {
-        writeln!(out, "0 rows").map_err(io)?;
-    } else if rows > shown {
-        writeln!(
-            out,
-            "{rows} rows, {shown} shown (LIMIT/OFFSET or --maxrows 0 for the others)"
-        )
-        .map_err(io)?;
-    }
-    out.flush().map_err(io)?;
-    Ok(if stopped {
-        Shown::Stopped(rows)
-    } else {
-        Shown::Done(rows)
-    })
-}
-
 /// An error as one JSON line: `{"error": …, "kind": "query"|"usage"|"input", "exit_code": n}`.
 pub fn error_json(e: &MemqError) -> String {
     let kind = match e {
@@ -185,6 +102,7 @@ pub fn report_error(prefix: &str, e: &MemqError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn headers_and_error_lines() {

@@ -71,6 +71,16 @@ pub struct OpenOptions {
     pub cluster: Option<String>,
 }
 
+impl OpenOptions {
+    /// The defaults with a progress bar (the command line's).
+    pub fn with_progress() -> OpenOptions {
+        OpenOptions {
+            progress: true,
+            ..OpenOptions::default()
+        }
+    }
+}
+
 impl Default for OpenOptions {
     fn default() -> OpenOptions {
         OpenOptions {

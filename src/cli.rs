@@ -641,8 +641,8 @@ async fn run(cli: Cli) -> Result<()> {
 
 /// Stack of the thread that parses and plans statements, and of the runtime's threads: deep
 /// expressions (a long `OR` chain) recurse in the planner; with these stacks they plan, and
-/// [`crate::exec`] refuses the ones deeper than it can plan (issue 13, finding 2). Only touched
-/// pages cost memory.
+/// [`crate::exec`] refuses the ones deeper than it can plan instead of overflowing the stack.
+/// Only touched pages cost memory.
 const MAIN_STACK_BYTES: usize = 512 << 20;
 const WORKER_STACK_BYTES: usize = 64 << 20;
 

@@ -1,7 +1,7 @@
-//! The one statement path. `memq sql -e`, `memq run FILE...`, the shell and its `\i FILE` all
-//! hand SQL text to [`run`]: it is parsed into statements, each statement's `$name`
-//! placeholders are bound ([`crate::params`]), it is planned and collected; an error names the
-//! text's origin and the failing statement. A result is then shown with [`PrintOptions`] or
+//! The one statement path. `memq sql -e`, `memq run FILE...`, the shell and its `\i FILE`, and
+//! the library's `Dataset::sql` all hand SQL text to [`statements`]: it is parsed into
+//! statements, each statement's `$name` placeholders are bound ([`crate::params`]), it is
+//! planned and started as a stream; an error names the text's origin and the failing statement. A result is then shown with [`PrintOptions`] or
 //! written to a file with [`write`], which prints the one "N rows written" message.
 
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -77,7 +77,8 @@ impl StatementResult {
     }
 
     /// Every batch, accounted in the session's memory pool while collected: a result bigger than
-    /// `--memory-limit` is an error, not an abort (issue 13, finding 3).
+    /// `--memory-limit` is an error, not an abort (a failed allocation outside the memory pool
+    /// aborts the process).
     pub async fn collect(mut self, ctx: &SessionContext) -> Result<Vec<RecordBatch>> {
         let memory =
             MemoryConsumer::new("memq query result").register(&ctx.runtime_env().memory_pool);
@@ -217,7 +218,7 @@ impl PrintOptions {
     ) -> Result<Shown> {
         // Agent mode (crate::agent): Markdown with `name:TYPE` headers instead of the table.
         if self.format == Format::Table && crate::agent::active() {
-            return crate::agent::print(result, out, stop, self.max_rows).await;
+            return print_agent(result, out, stop, self.max_rows).await;
         }
         let mut w = ResultWriter::new(out, &result.schema, self.format, self.table(result))?;
         loop {
@@ -238,6 +239,84 @@ impl PrintOptions {
         let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
         self.print_to(result, out, stop).await
     }
+}
+
+/// Agent mode (crate::agent): prints a result as a Markdown table with `name:TYPE` headers: the first `max_rows` rows (0:
+/// all), then, when some were left out, `N rows, M shown`; `0 rows` for an empty result.
+async fn print_agent<W: Write>(
+    result: &mut StatementResult,
+    out: W,
+    stop: &Stop,
+    max_rows: usize,
+) -> Result<Shown> {
+    let schema = Arc::new(Schema::new(
+        result
+            .schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(crate::agent::header(f), f.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let io = |e: std::io::Error| MemqError::Query(format!("cannot write the result: {e}"));
+    // The table is ended once `max_rows` rows are out; the other rows are only counted.
+    let mut writer = Some(ResultWriter::new(
+        out,
+        &schema,
+        Format::Markdown,
+        TableOptions::default(),
+    )?);
+    let mut ended: Option<W> = None;
+    let end = |writer: &mut Option<ResultWriter<W>>, ended: &mut Option<W>| -> Result<()> {
+        if let Some(w) = writer.take() {
+            *ended = Some(w.finish()?.1);
+        }
+        Ok(())
+    };
+    let (mut rows, mut shown) = (0u64, 0u64);
+    let stopped = loop {
+        match next_or_stop(result, stop).await {
+            None => break true,
+            Some(None) => break false,
+            Some(Some(b)) => {
+                let b = b?;
+                rows += b.num_rows() as u64;
+                let room = if max_rows == 0 {
+                    b.num_rows()
+                } else {
+                    (max_rows as u64).saturating_sub(shown) as usize
+                };
+                if let Some(w) = writer.as_mut().filter(|_| room > 0) {
+                    let take = room.min(b.num_rows());
+                    w.write(&b.slice(0, take))?;
+                    shown += take as u64;
+                }
+                if max_rows > 0 && shown >= max_rows as u64 {
+                    end(&mut writer, &mut ended)?;
+                }
+            }
+        }
+    };
+    end(&mut writer, &mut ended)?;
+    let Some(mut out) = ended else {
+        return Err(MemqError::Query("the result was not ended".into()));
+    };
+    if stopped {
+        writeln!(out, "stopped after {rows} rows, {shown} shown (Ctrl-C)").map_err(io)?;
+    } else if rows == 0 {
+        writeln!(out, "0 rows").map_err(io)?;
+    } else if rows > shown {
+        writeln!(
+            out,
+            "{rows} rows, {shown} shown (LIMIT/OFFSET or --maxrows 0 for the others)"
+        )
+        .map_err(io)?;
+    }
+    out.flush().map_err(io)?;
+    Ok(if stopped {
+        Shown::Stopped(rows)
+    } else {
+        Shown::Done(rows)
+    })
 }
 
 /// The width of the terminal on stdout: `$COLUMNS` when set, else the tty's size; `None` when
@@ -454,7 +533,7 @@ fn limit_mib() -> String {
 }
 
 /// An execution error as text: an operator that cannot spill below the memory limit is named
-/// as such (issue 13, finding 3).
+/// as such, with the limit it ran into (`--memory-limit`).
 fn exhausted(e: DataFusionError) -> String {
     let text = errors::plain(&e);
     if text.contains("Resources exhausted")
@@ -471,7 +550,7 @@ fn exhausted(e: DataFusionError) -> String {
 
 /// Operators in one statement beyond which it is refused before planning: DataFusion plans
 /// and evaluates expressions recursively, so a chain of 100 000 `OR`s would overflow any
-/// stack (issue 13, finding 2). With the big stacks memq runs on, 20 000 plan fine in a
+/// stack. With the big stacks memq runs on, 20 000 plan fine in a
 /// debug build.
 pub const MAX_EXPRESSION_OPERATORS: usize = 10_000;
 /// Deepest nesting of brackets in one statement.

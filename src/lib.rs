@@ -1,7 +1,8 @@
-//! memq: a columnar SQL engine over accelerator memory dumps. This crate is the command line;
-//! the work is done by the library crates under `crates/` (see docs/architecture.md):
-//! memq-core (errors, catalog, dataset), memq-memscope and memq-snapshot (the formats),
-//! memq-ingest (inputs into a dataset), memq-engine (the DataFusion session).
+//! memq: a columnar SQL engine over accelerator memory dumps. This crate is the library API,
+//! the command line, the shell and the report; the formats and the engine are the crates under
+//! `crates/` (docs/architecture.md): memq-core (errors, catalog, dataset), memq-memscope,
+//! memq-snapshot, memq-profiler and memq-trace (the formats), memq-ingest (inputs into a
+//! dataset), memq-engine (the DataFusion session), memq-cluster (Ballista).
 //!
 //! [`api`] is the library API the command line ([`cli`]), the shell and the Python module call.
 //!

@@ -27,6 +27,8 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use memq_core::error::{MemqError, Result};
 use memq_engine::Engine;
 
+use crate::api::{Dataset, OpenOptions};
+
 pub use findings::{Finding, Severity};
 
 /// What `memq report` / `memq check` look at.
@@ -1043,14 +1045,6 @@ pub fn write(report: &Report, path: &Path) -> Result<()> {
     std::fs::write(path, text).map_err(|e| MemqError::io(path, e))
 }
 
-fn input_name(inputs: &[std::path::PathBuf]) -> String {
-    inputs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// `memq report`: opens the inputs, builds the report, writes it to `output` (by extension)
 /// or prints the Markdown.
 pub async fn run_report(
@@ -1073,9 +1067,8 @@ pub async fn run_report(
             )));
         }
     }
-    let opened = crate::open::open_inputs(inputs, true).await?;
-    let opts = Options { pool, device };
-    let r = report(&opened.engine, &input_name(inputs), &opts).await?;
+    let ds = Dataset::open(inputs, &OpenOptions::with_progress()).await?;
+    let r = ds.report(&Options { pool, device }).await?;
     match output {
         Some(p) => {
             write(&r, p)?;
@@ -1134,17 +1127,12 @@ pub async fn run_check(
         },
         no_oom,
     };
-    let r = {
-        let opened = match crate::open::open_inputs(inputs, false).await {
-            Ok(o) => o,
-            Err(e) => return Err(MemqError::Usage(e.to_string())),
-        };
-        match report(&opened.engine, &input_name(inputs), &Options::default()).await {
-            Ok(r) => r,
-            Err(e) => return Err(MemqError::Usage(e.to_string())),
-        }
-    };
-    let outcome = check::evaluate(&r, &limits);
+    // Every failure before the verdict is bad input for the gate: exit 2.
+    let usage = |e: MemqError| MemqError::Usage(e.to_string());
+    let ds = Dataset::open(inputs, &OpenOptions::default())
+        .await
+        .map_err(usage)?;
+    let outcome = ds.check(&limits).await.map_err(usage)?;
     let text = if format == "json" {
         check::render_json(&outcome)
     } else {

@@ -9,7 +9,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::attr;
 use crate::events::{EventRef, EventRow};
-use crate::output::{SourceOutput, TsUnit};
+use crate::output::{DumpSummary, SourceOutput, TsUnit};
 use crate::records::{split_fields, split_fields_cow, RawRecord, RecordReader};
 
 mod parallel;
@@ -101,16 +101,6 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Summary of one dump file.
-pub struct DumpSummary {
-    /// The events counted by group (table `event_counts`).
-    pub counts: crate::counts::EventCounts,
-    pub rows: u64,
-    pub rejects: u64,
-    pub ts_unit: TsUnit,
-    pub generation: &'static str,
-}
-
 /// Reads one CSV dump into `out`. Errors only when the file as a whole is unusable (unreadable,
 /// empty, not a dump); bad rows become rejects.
 /// `input` is the file's content (possibly wrapped for progress reporting); `path` names it in
@@ -188,7 +178,7 @@ fn read_header<R: std::io::BufRead>(
     let mut rec = RawRecord::default();
     let io_err = |e: std::io::Error| MemqError::io(path, e);
     // The header is read in bounded memory: a file without a line end (8 MiB of zeros, a
-    // binary) is refused after HEADER_LIMIT bytes (issue 13, finding 10).
+    // binary) is refused after HEADER_LIMIT bytes.
     reader.set_limit(HEADER_LIMIT);
     if !reader.next_record(&mut rec).map_err(io_err)? {
         return Err(MemqError::input(
@@ -368,7 +358,7 @@ pub const HEADER_LIMIT: usize = 1 << 20;
 
 /// Refuses a header that shows the file is not made of LF or CRLF lines: no line end within
 /// HEADER_LIMIT bytes, or lone CRs (classic Mac line ends, which would make the whole file one
-/// line: finding 5).
+/// line).
 fn check_line_ends(path: &Path, header: &RawRecord) -> Result<()> {
     let lone_cr = header.bytes.contains(&b'\r');
     if lone_cr {

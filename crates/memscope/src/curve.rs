@@ -1,6 +1,6 @@
 //! Table `curve`: memory over time, one row per MALLOC/FREE row with the counters the tool
 //! wrote and memq's live bytes of the row's series, computed at ingest (docs/formats/memscope.md
-//! §5.4; design.md §9) so that no query re-pairs blocks.
+//! §5.4; docs/performance.md, "What is computed once, at ingest") so that no query re-pairs blocks.
 //!
 //! Two steps. During the pairing pass ([`crate::derive`]) each MALLOC/FREE row is appended to
 //! the staging file (Arrow IPC) of its series with the change of live bytes it causes; a row

@@ -20,8 +20,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::attr;
-use crate::csv_dump::{self, DumpSummary};
+use crate::csv_dump;
 use crate::events::EventRow;
+use crate::output::DumpSummary;
 use crate::output::{SourceOutput, TsUnit};
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::rejects::Reject;
@@ -113,7 +114,7 @@ fn uri_path(path: &Path) -> String {
 
 /// The column names of `SELECT rowid, * FROM table` (`""` for the rowid), read from
 /// `pragma_table_xinfo` as bytes: rusqlite's `column_names()` panics on a name that is not
-/// valid UTF-8 (found by the `db` fuzz target, issue 13), so names are decoded lossily here.
+/// valid UTF-8 (found by the `db` fuzz target), so names are decoded lossily here.
 pub fn select_column_names(
     conn: &Connection,
     path: &Path,

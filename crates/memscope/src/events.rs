@@ -334,7 +334,7 @@ impl EventsBuilder {
         self.event_type.append_value(row.event_type);
         self.name.append_option(row.name);
         // SourceOutput checks the conversion first (a row that overflows is a reject, never a
-        // saturated value: issue 13, finding 4).
+        // saturated value).
         self.ts.append_option(ts);
         self.ts_raw.append_option(row.ts_raw);
         self.pid.append_option(row.pid);

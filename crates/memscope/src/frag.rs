@@ -1,5 +1,5 @@
 //! Table `pool_frag`: the figures of view `fragmentation` for each framework-pool series,
-//! folded at ingest as `curve` is written (design.md §9), so that the view reads one row per
+//! folded at ingest as `curve` is written (docs/performance.md, "What is computed once, at ingest"), so that the view reads one row per
 //! series instead of every pool row.
 //!
 //! A series' rows are the curve rows of a pool other than HAL that carry `total`; its samples
@@ -17,7 +17,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, Float64Array, Int64Array, ListArray, StringArray, StructArray,
 };
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::file::properties::WriterProperties;
 
@@ -164,26 +164,6 @@ impl Fragmentation {
     }
 }
 
-/// The fields of one `lowest_usage` entry.
-pub fn lowest_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("ts", DataType::Int64, true),
-        Field::new("ts_raw", DataType::Int64, true),
-        Field::new("usage_pct", DataType::Float64, true),
-        Field::new("used", DataType::Int64, true),
-        Field::new("total", DataType::Int64, true),
-    ])
-}
-
-/// The type of column `lowest_usage`.
-pub fn lowest_type() -> DataType {
-    DataType::List(Arc::new(Field::new(
-        "item",
-        DataType::Struct(lowest_fields()),
-        true,
-    )))
-}
-
 /// Column `lowest_usage`: each series' lowest samples, NULL for a series without samples.
 fn lowest_list(series: &[(Series, Fold)]) -> Result<ListArray> {
     let all: Vec<&Low> = series.iter().flat_map(|(_, f)| f.lowest.iter()).collect();
@@ -198,13 +178,13 @@ fn lowest_list(series: &[(Series, Fold)]) -> Result<ListArray> {
         Arc::new(all.iter().map(|l| Some(l.used)).collect::<Int64Array>()),
         Arc::new(all.iter().map(|l| Some(l.total)).collect::<Int64Array>()),
     ];
-    let values = StructArray::try_new(lowest_fields(), children, None)?;
+    let values = StructArray::try_new(schema::lowest_fields(), children, None)?;
     let offsets = OffsetBuffer::from_lengths(series.iter().map(|(_, f)| f.lowest.len()));
     let nulls = series
         .iter()
         .map(|(_, f)| f.samples > 0)
         .collect::<Vec<bool>>();
-    let field = match lowest_type() {
+    let field = match schema::lowest_type() {
         DataType::List(f) => f,
         _ => unreachable!("lowest_type is a list"),
     };

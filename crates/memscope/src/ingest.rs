@@ -18,9 +18,10 @@ use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport
 use memq_core::rejects::RejectsBuilder;
 
 use crate::companions;
-use crate::csv_dump::{self, DumpSummary};
+use crate::csv_dump;
 use crate::db_dump;
 use crate::derive::Deriver;
+use crate::output::DumpSummary;
 use crate::output::{SourceOutput, BATCH_ROWS};
 use crate::schema as ms;
 

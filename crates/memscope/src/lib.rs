@@ -4,7 +4,8 @@
 //! The route of one CSV dump, module by module: [`records`] splits the file into records
 //! (quote-aware, multi-line stacks) → [`csv_dump`] maps columns by header name into
 //! [`events`] rows, parsing the Attr cell with [`attr`] → [`output`] streams events and
-//! rejects to staging Parquet files → [`ingest`] sorts them into canonical order and runs
+//! rejects to staging files (per-worker Arrow IPC runs for a CSV, a staging Parquet file for a
+//! db) → [`ingest`] sorts them into canonical order and runs
 //! [`derive`] (blocks with their [`fates`], [`curve`], oom, mem_snapshots) → the dataset writer of memq-core.
 
 pub mod attr;

@@ -7,7 +7,6 @@ pub mod runs;
 
 use crate::attr;
 use crate::counts::EventCounts;
-use crate::csv_dump::DumpSummary;
 use crate::events::{EventRow, EventsBuilder, GenerationHints};
 use crate::schema;
 use memq_core::dataset::{BackgroundSink, ParquetSink};
@@ -16,10 +15,20 @@ use memq_core::rejects::{Reject, RejectsBuilder};
 
 pub const BATCH_ROWS: usize = 64 * 1024;
 
+/// Summary of one dump file.
+pub struct DumpSummary {
+    /// The events counted by group (table `event_counts`).
+    pub counts: EventCounts,
+    pub rows: u64,
+    pub rejects: u64,
+    pub ts_unit: TsUnit,
+    pub generation: &'static str,
+}
+
 /// Text bytes a batch may hold before it is flushed whatever its row count: Arrow's `Utf8`
-/// columns have 32-bit offsets, so one column of a batch must stay under 2 GiB (issue 13,
-/// finding 1). With records capped at [`crate::records::MAX_RECORD_BYTES`], no column of a
-/// batch exceeds this plus one record.
+/// columns have 32-bit offsets, so one column of a batch must stay under 2 GiB. With records
+/// capped at [`crate::records::MAX_RECORD_BYTES`], no column of a batch exceeds this plus one
+/// record.
 pub const BATCH_BYTES: usize = 256 << 20;
 
 /// Timestamp unit of a source as written.
@@ -269,7 +278,7 @@ impl SourceOutput {
 
     /// Appends a row. Its timestamp's unit is the header's, or else decided for this row by
     /// the §2.6 rule (< 1e17 is µs); a switch of unit inside a source is warned about once,
-    /// naming the line (issue 13, finding 4). A row whose timestamp cannot be converted is
+    /// naming the line. A row whose timestamp cannot be converted is
     /// rejected here (with the row's text) if the reader did not [`Self::check_ts`] it.
     pub fn push_event(&mut self, row: &EventRow) -> Result<()> {
         if let Some(raw) = row.ts_raw {
@@ -425,7 +434,7 @@ mod tests {
         }
     }
 
-    /// Finding 1: batches are cut by text bytes, not only by rows, so no `Utf8` column of a
+    /// Batches are cut by text bytes, not only by rows, so no `Utf8` column of a
     /// batch nears 2 GiB. (The threshold is lowered here: 2 GiB of text is too much for a test;
     /// the real one is BATCH_BYTES = 256 MiB and records are capped at 256 MiB.)
     #[test]

@@ -9,9 +9,10 @@
 
 use std::io::BufRead;
 
-/// The longest record memq keeps (issue 13, findings 1 and 10): a longer one is a reject that
-/// keeps its first [`KEPT_OF_OVERSIZED`] bytes, and the reader skips to the next line end in
-/// bounded memory. A 10 MiB call stack is far below it.
+/// The longest record memq keeps, so that a huge or endless line cannot exhaust memory or
+/// Arrow's 2 GiB text offsets: a longer one is a reject that keeps its first
+/// [`KEPT_OF_OVERSIZED`] bytes, and the reader skips to the next line end in bounded memory.
+/// A 10 MiB call stack is far below it.
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
 /// The bytes of an oversized record kept for `rejects`.

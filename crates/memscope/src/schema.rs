@@ -6,6 +6,8 @@ use datafusion::arrow::datatypes::DataType::{
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes as arrow_types;
+
 use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::buffer::{Buffer, OffsetBuffer};
 use memq_core::catalog::{col, req, ColumnDef, TableDef, Unit};
@@ -325,7 +327,7 @@ pub fn step_levels() -> TableDef {
 pub fn pool_frag() -> TableDef {
     let lowest = ColumnDef {
         name: "lowest_usage",
-        data_type: crate::frag::lowest_type(),
+        data_type: lowest_type(),
         nullable: true,
         unit: Unit::None,
         doc: "the 5 samples with the lowest usage (used / total, %), lowest first (ties: earlier first): {ts (ns), ts_raw, usage_pct (%), used (bytes), total (bytes)}; NULL without samples",
@@ -596,4 +598,24 @@ pub fn tables() -> Vec<TableDef> {
         step_compare(),
         config(),
     ]
+}
+
+/// The fields of one `lowest_usage` entry (table `pool_frag`).
+pub fn lowest_fields() -> arrow_types::Fields {
+    arrow_types::Fields::from(vec![
+        arrow_types::Field::new("ts", Int64, true),
+        arrow_types::Field::new("ts_raw", Int64, true),
+        arrow_types::Field::new("usage_pct", Float64, true),
+        arrow_types::Field::new("used", Int64, true),
+        arrow_types::Field::new("total", Int64, true),
+    ])
+}
+
+/// The type of column `lowest_usage`.
+pub fn lowest_type() -> arrow_types::DataType {
+    arrow_types::DataType::List(Arc::new(arrow_types::Field::new(
+        "item",
+        arrow_types::DataType::Struct(lowest_fields()),
+        true,
+    )))
 }

@@ -1,7 +1,7 @@
 //! Tables `curve_tiles`, `usage_tiles`, `step_usage` and `curve_peaks`: each series of `curve`
 //! summarised as the rows go by, so that the analyses that fold a whole series
 //! (`curve_buckets`, `trend`, `step_peaks`, `peaks`, the report's charts) read a few thousand
-//! rows instead of every row (design.md §9).
+//! rows instead of every row (docs/performance.md, "What is computed once, at ingest").
 //!
 //! A series (source, pid, device, pool) runs from its first to its last row with a time,
 //! `t_min` to `t_max`; its span `max(t_max - t_min, 1)` is cut into [`TILES`] equal tiles, a
