@@ -488,6 +488,13 @@ pub struct Data {
     pub snap_expansions: Rows,
     pub snap_settings: Rows,
     pub snap_top_segments_growth: Rows,
+    // torch.profiler traces
+    pub trace_peaks: Rows,
+    /// trace_memory_curve in [`CURVE_BUCKETS`] buckets per device: min/max/last allocated and
+    /// the highest reserved of each.
+    pub trace_curve: Rows,
+    /// The ops that allocated most, by retained bytes (trace_memory_by_op).
+    pub trace_ops: Rows,
 }
 
 /// The breakdown at one series' peak.
@@ -538,6 +545,9 @@ impl Data {
     }
     pub fn has_snapshot(&self) -> bool {
         !self.snap_overview.is_empty()
+    }
+    pub fn has_trace(&self) -> bool {
+        !self.trace_peaks.is_empty()
     }
     pub fn run_start(&self) -> Option<i64> {
         self.span.map(|s| s.0)
@@ -628,7 +638,13 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         "snap_overview",
         "SELECT * FROM snap_overview ORDER BY snapshot, device",
     );
+    let trace_peaks = b.add(
+        "trace_memory_peaks",
+        "SELECT source, device, metric, peak_bytes, peak_ts, op, rebuilt, events \
+         FROM trace_memory_peaks ORDER BY source, device, metric",
+    );
     let mut r = b.run(e, &mut n).await;
+    d.trace_peaks = d.filter_dev(std::mem::take(&mut r[trace_peaks]));
     d.capabilities = std::mem::take(&mut r[caps]);
     d.sources = std::mem::take(&mut r[sources]);
     d.rejects = d.sources.iter().filter_map(|r| r.i64("rejects")).sum();
@@ -637,6 +653,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     let mut b = Batch::default();
     let ms = d.has_memscope().then(|| memscope_asks(&mut b, opts));
     let snap = d.has_snapshot().then(|| snapshot_asks(&mut b));
+    let trace = d.has_trace().then(|| trace_asks(&mut b));
     let mut r = b.run(e, &mut n).await;
     let mut take = |i: usize| std::mem::take(&mut r[i]);
     if let Some(a) = ms {
@@ -672,6 +689,16 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         d.snap_settings = take(a.settings);
         // the snapshots in the order they were given (= ingested): the first two are compared
         d.snapshots = take(a.snapshots).iter().map(|r| r.s("source")).collect();
+    }
+    if let Some([curve, ops, span]) = trace {
+        d.trace_curve = d.filter_dev(take(curve));
+        d.trace_ops = d.filter_dev(take(ops));
+        // a trace's moments are shown from its own start when no dump gives the run's
+        if d.span.is_none() {
+            d.span = take(span)
+                .first()
+                .and_then(|r| Some((r.i64("t0")?, r.i64("t1")?)));
+        }
     }
 
     // what rests on those rows: the breakdown at each series' peak, the segments at each
@@ -721,6 +748,37 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     }
     d.notes = n;
     Ok(d)
+}
+
+/// The trace analyses: the curve in buckets, the ops by retained bytes, the time span.
+fn trace_asks(b: &mut Batch) -> [usize; 3] {
+    let curve = b.add(
+        "trace_memory_curve",
+        format!(
+            "WITH c AS (SELECT source, device, ts, event, allocated, reserved FROM trace_memory_curve), \
+             r AS (SELECT source, device, MIN(ts) AS t_min, GREATEST(MAX(ts) - MIN(ts), 1) AS span \
+                   FROM c GROUP BY source, device) \
+             SELECT c.source, c.device, \
+                    LEAST(((c.ts - r.t_min) * {n}) / r.span, {n} - 1) AS bucket, \
+                    MIN(c.ts) AS t0, MAX(c.ts) AS t1, \
+                    MIN(c.allocated) AS min_bytes, MAX(c.allocated) AS max_bytes, \
+                    LAST_VALUE(c.allocated ORDER BY c.ts, c.event) AS end_bytes, \
+                    MAX(c.reserved) AS reserved_max \
+             FROM c JOIN r ON c.source = r.source AND c.device = r.device \
+             GROUP BY c.source, c.device, bucket ORDER BY c.source, c.device, bucket",
+            n = CURVE_BUCKETS
+        ),
+    );
+    let ops = b.add(
+        "trace_memory_by_op",
+        "SELECT source, device, op, runs, allocations, allocated_bytes, freed_bytes, retained_bytes \
+         FROM trace_memory_by_op ORDER BY allocated_bytes DESC, source, device, op LIMIT 10",
+    );
+    let span = b.add(
+        "trace_memory",
+        "SELECT MIN(ts) AS t0, MAX(ts) AS t1 FROM trace_memory",
+    );
+    [curve, ops, span]
 }
 
 /// Indices of the memscope analyses in their [`Batch`].
@@ -1016,9 +1074,9 @@ impl Data {
 /// Opens nothing: gathers, judges and lays out the report of an opened engine.
 pub async fn report(engine: &Engine, input: &str, opts: &Options) -> Result<Report> {
     let data = gather(engine, opts).await?;
-    if !data.has_memscope() && !data.has_snapshot() {
+    if !data.has_memscope() && !data.has_snapshot() && !data.has_trace() {
         return Err(MemqError::Usage(format!(
-            "{input}: no msMemScope dump and no snapshot in this input (nothing to report)"
+            "{input}: no msMemScope dump, snapshot or torch.profiler memory events in this input (nothing to report)"
         )));
     }
     Ok(findings::build(&data, input))

@@ -215,3 +215,102 @@ fn other_json_and_gzip_are_refused() {
         assert!(err.contains(&input.display().to_string()), "{err}");
     }
 }
+
+/// `memq report` on a trace alone: the headline peak and reservation are the oracle's
+/// cuda:0 peaks, each device's allocated peak is a finding naming its op, and what a trace
+/// cannot tell (growth, fragmentation) is said as such, never as "no leak". `memq check` gates
+/// on the same figure and cannot measure fragmentation.
+#[test]
+fn report_and_check_read_a_trace() {
+    let o = oracle("real");
+    let file = file_of(&o);
+    let peak = |metric: &str| {
+        o["peaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["metric"] == metric)
+            .max_by_key(|p| i(&p["peak_bytes"]))
+            .unwrap()
+            .clone()
+    };
+    let (allocated, reserved) = (peak("allocated"), peak("reserved"));
+    let dir = tempfile::TempDir::new().unwrap();
+    let json_path = dir.path().join("r.json");
+    let out = memq()
+        .args(["report", "--no-cache"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let m = &r["metrics"];
+    assert_eq!(i(&m["peak_bytes"]), i(&allocated["peak_bytes"]));
+    assert_eq!(
+        m["peak_where"],
+        format!(
+            "gpu_working_chrome_trace.json {} allocated",
+            allocated["device"].as_str().unwrap()
+        )
+    );
+    assert_eq!(i(&m["reserved_bytes"]), i(&reserved["peak_bytes"]));
+    assert!(m["leak_bytes"].is_null(), "a trace cannot tell growth: {m}");
+    assert!(m["frag_pct"].is_null());
+    let findings = r["findings"].as_array().unwrap();
+    let peaks: Vec<&Value> = findings
+        .iter()
+        .filter(|f| f["kind"] == "trace_peak")
+        .collect();
+    // one per accelerator: the host's 80 B stay in the table
+    assert_eq!(peaks.len(), 1, "{peaks:?}");
+    assert_eq!(
+        i(&peaks[0]["evidence"]["peak_bytes"]),
+        i(&allocated["peak_bytes"])
+    );
+    assert_eq!(peaks[0]["evidence"]["op"], allocated["op"]);
+    let cannot: Vec<&str> = findings
+        .iter()
+        .filter(|f| f["kind"] == "cannot_conclude")
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    assert!(cannot.iter().any(|t| t.contains("grows")), "{cannot:?}");
+    assert!(
+        cannot.iter().any(|t| t.contains("fragmentation")),
+        "{cannot:?}"
+    );
+    for f in findings {
+        assert!(
+            f["severity"] != "error" && f["severity"] != "warning",
+            "no problem is claimed: {f}"
+        );
+    }
+    assert!(!r["verdict"]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("No leak"));
+
+    let gate = |args: &[&str]| {
+        let out = memq()
+            .args(["check", "--no-cache"])
+            .arg(&file)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let below = (i(&allocated["peak_bytes"]) - 1).to_string();
+    let at = i(&allocated["peak_bytes"]).to_string();
+    assert_eq!(gate(&["--max-peak", &at]).0, 0);
+    let (code, text) = gate(&["--max-peak", &below]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(gate(&["--max-frag", "10"]).0, 2);
+}
