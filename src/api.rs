@@ -366,9 +366,22 @@ impl Collected {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// An HTML table (a notebook's display): a header of names and units, values in their
-    /// units, the first and last rows past `max_rows`, and the row count.
-    pub fn html(&self, max_rows: usize) -> Result<String> {
+    /// The cells of the first and last rows (up to `max_rows`; 0 = all) as the table view
+    /// shows them, in their units; a row of one empty cell marks where rows were left out.
+    pub fn cell_texts(&self, max_rows: usize) -> Result<Vec<Vec<String>>> {
+        let (rows, gap_at) = self.shown_rows(max_rows)?;
+        Ok(rows
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, r)| {
+                let gap = (gap_at == Some(i)).then(|| vec!["…".to_string()]);
+                gap.into_iter().chain(std::iter::once(r))
+            })
+            .collect())
+    }
+
+    /// The texts of the rows shown and the position of the gap (rows left out) among them.
+    fn shown_rows(&self, max_rows: usize) -> Result<(Vec<Vec<String>>, Option<usize>)> {
         let style = self.table_options(max_rows, None).style();
         let total = self.num_rows();
         let keep = |i: usize| {
@@ -398,6 +411,14 @@ impl Collected {
             }
             start += b.num_rows();
         }
+        Ok((rows, gap_at))
+    }
+
+    /// An HTML table (a notebook's display): a header of names and units, values in their
+    /// units, the first and last rows past `max_rows`, and the row count.
+    pub fn html(&self, max_rows: usize) -> Result<String> {
+        let total = self.num_rows();
+        let (rows, gap_at) = self.shown_rows(max_rows)?;
         let esc = crate::report::html::esc;
         let mut out = String::from("<table class=\"memq\">\n<thead><tr>");
         for f in self.schema.fields() {

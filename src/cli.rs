@@ -230,6 +230,22 @@ enum Command {
         #[command(subcommand)]
         role: crate::cluster::ClusterCommand,
     },
+    /// The memory explorer in the browser: timelines, the state at any moment, findings, SQL (docs/serve.md).
+    Serve {
+        /// A dataset folder, or dumps / folders / pickles / traces.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// The port to listen on (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The address to listen on; anything but 127.0.0.1 lets other machines reach it (the
+        /// token is still needed).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Print the URL only; do not open a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Write an msMemScope-style SQLite db (memscope_dump table) that MindStudio Insight imports.
     ToDb {
         /// A dataset folder, or dumps / folders / pickles.
@@ -622,6 +638,20 @@ async fn run(cli: Cli) -> Result<()> {
                 std::process::exit(code);
             }
             Ok(())
+        }
+        Command::Serve {
+            inputs,
+            port,
+            host,
+            no_open,
+        } => {
+            crate::serve::run(crate::serve::ServeOptions {
+                inputs,
+                port,
+                host,
+                open: !no_open,
+            })
+            .await
         }
         Command::Cluster { role } => crate::cluster::run(role, cli.memory_limit.as_deref()).await,
         Command::ToDb { input, output } => {

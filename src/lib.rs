@@ -24,6 +24,7 @@ pub mod params;
 pub mod repl;
 pub mod report;
 pub mod run;
+pub mod serve;
 
 use std::sync::Arc;
 

@@ -580,22 +580,15 @@ impl Batch {
 
     async fn run(self, engine: &Engine, notes: &mut Vec<String>) -> Vec<Rows> {
         use futures::StreamExt as _;
-        let results: Vec<std::result::Result<Rows, String>> =
-            futures::stream::iter(self.asks.iter().map(|(what, sql)| async move {
-                let t = std::time::Instant::now();
-                let r = match engine.query(sql).await {
-                    Ok(b) => Ok(to_rows(&b)),
-                    Err(e) => Err(format!("{what}: {e}")),
-                };
-                if timing() {
-                    eprintln!(
-                        "memq report: {:>8.3} s {:>6} rows  {what}",
-                        t.elapsed().as_secs_f64(),
-                        r.as_ref().map(|r| r.len()).unwrap_or(0)
-                    );
-                }
-                r
-            }))
+        // the futures made before the stream holds them: a stream that maps with a closure
+        // is not Send to the compiler (a higher-ranked lifetime), and a server's handlers
+        // must be
+        let asks: Vec<_> = self
+            .asks
+            .iter()
+            .map(|(what, sql)| ask(engine, what, sql))
+            .collect();
+        let results: Vec<std::result::Result<Rows, String>> = futures::stream::iter(asks)
             .buffered(CONCURRENT)
             .collect()
             .await;
@@ -609,6 +602,23 @@ impl Batch {
             })
             .collect()
     }
+}
+
+/// One query of a [`Batch`]: its rows, or the error named by `what`.
+async fn ask(engine: &Engine, what: &str, sql: &str) -> std::result::Result<Rows, String> {
+    let t = std::time::Instant::now();
+    let r = match engine.query(sql).await {
+        Ok(b) => Ok(to_rows(&b)),
+        Err(e) => Err(format!("{what}: {e}")),
+    };
+    if timing() {
+        eprintln!(
+            "memq report: {:>8.3} s {:>6} rows  {what}",
+            t.elapsed().as_secs_f64(),
+            r.as_ref().map(|r| r.len()).unwrap_or(0)
+        );
+    }
+    r
 }
 
 /// Runs the canned analyses the report needs.

@@ -28,6 +28,7 @@ const DOCS: &[(&str, &[&str])] = &[
     ("export", &["README.md", "docs/repl.md"]),
     ("report", &["README.md", "docs/report.md"]),
     ("check", &["README.md", "docs/report.md"]),
+    ("serve", &["README.md", "docs/serve.md"]),
     ("to-db", &["README.md", "docs/repl.md"]),
     ("cluster", &["README.md", "docs/scale-out.md"]),
     ("cluster scheduler", &["README.md", "docs/scale-out.md"]),
