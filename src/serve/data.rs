@@ -207,22 +207,15 @@ pub async fn discover(ds: &Dataset) -> Result<(Vec<Series>, Vec<Value>)> {
     )
     .await
     .unwrap_or_default();
-    let mut by_snap: std::collections::BTreeMap<(String, i64), Points> = Default::default();
-    for r in snaps.iter() {
-        let (Some(dev), Some(seq)) = (r.i64("device"), r.i64("seq")) else {
+    for ((snapshot, device), points) in split_curves(
+        &snaps,
+        "snapshot",
+        "seq",
+        ["active_bytes", "reserved_bytes"],
+    ) {
+        let Ok(device) = device.parse::<i64>() else {
             continue;
         };
-        let p = by_snap
-            .entry((r.s("snapshot"), dev))
-            .or_insert_with(|| Points {
-                xs: Vec::new(),
-                values: vec![Vec::new(), Vec::new()],
-            });
-        p.xs.push(seq);
-        p.values[0].push(r.i64("active_bytes"));
-        p.values[1].push(r.i64("reserved_bytes"));
-    }
-    for ((snapshot, device), points) in by_snap {
         series.push(in_memory(
             format!("s{}", series.len()),
             format!("{} device {device}", short(&snapshot)),
@@ -242,20 +235,9 @@ pub async fn discover(ds: &Dataset) -> Result<(Vec<Series>, Vec<Value>)> {
     )
     .await
     .unwrap_or_default();
-    let mut by_trace: std::collections::BTreeMap<(String, String), Points> = Default::default();
-    for r in traces.iter() {
-        let Some(ts) = r.i64("ts") else { continue };
-        let p = by_trace
-            .entry((r.s("source"), r.s("device")))
-            .or_insert_with(|| Points {
-                xs: Vec::new(),
-                values: vec![Vec::new(), Vec::new()],
-            });
-        p.xs.push(ts);
-        p.values[0].push(r.i64("allocated"));
-        p.values[1].push(r.i64("reserved"));
-    }
-    for ((source, device), points) in by_trace {
+    for ((source, device), points) in
+        split_curves(&traces, "source", "ts", ["allocated", "reserved"])
+    {
         series.push(in_memory(
             format!("t{}", series.len()),
             format!("{} {device}", short(&source)),
@@ -270,6 +252,30 @@ pub async fn discover(ds: &Dataset) -> Result<(Vec<Series>, Vec<Value>)> {
     }
     let marks = marks(ds, &series).await;
     Ok((series, marks))
+}
+
+/// The rows of a curve query split by (`name`, device): x and two metrics each, in row order.
+fn split_curves(
+    rows: &Rows,
+    name: &str,
+    x: &str,
+    metrics: [&str; 2],
+) -> std::collections::BTreeMap<(String, String), Points> {
+    let mut by: std::collections::BTreeMap<(String, String), Points> = Default::default();
+    for r in rows.iter() {
+        let Some(at) = r.i64(x) else { continue };
+        let p = by
+            .entry((r.s(name), r.s("device")))
+            .or_insert_with(|| Points {
+                xs: Vec::new(),
+                values: vec![Vec::new(), Vec::new()],
+            });
+        p.xs.push(at);
+        for (v, m) in p.values.iter_mut().zip(metrics) {
+            v.push(r.i64(m));
+        }
+    }
+    by
 }
 
 /// A series of a curve held in memory; its peak is the first metric's highest value.
