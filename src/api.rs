@@ -137,6 +137,11 @@ impl Dataset {
         &self.opened.engine
     }
 
+    /// The inputs as the caller named them.
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+
     /// The dataset folder (a cache or temporary folder for raw inputs).
     pub fn path(&self) -> &Path {
         &self.opened.engine.dataset

@@ -670,10 +670,26 @@ fn hex(v: Option<i64>) -> String {
 
 /// The state at x (relative): bytes by owner, frame and category, the largest live blocks,
 /// and for a snapshot its segments.
-pub async fn moment(ds: &Dataset, s: &Series, x: f64) -> Result<Value> {
+pub async fn moment(ds: &Dataset, s: &Series, x: f64, marks: &[Value]) -> Result<Value> {
     let at = s.start + x.round() as i64;
     let rel = |v: Option<i64>| v.map(|t| (t - s.start) as f64);
-    let mut out = json!({"series": s.id, "x_rel": x, "label": s.x_label(x)});
+    // the step the moment falls in: the last step mark of the series at or before it
+    let step = marks
+        .iter()
+        .filter(|m| m["series"] == s.id.as_str() && m["kind"] == "step")
+        .filter(|m| m["x_rel"].as_f64().is_some_and(|mx| mx <= x))
+        .max_by(|a, z| {
+            a["x_rel"]
+                .as_f64()
+                .partial_cmp(&z["x_rel"].as_f64())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .and_then(|m| m["label"].as_str());
+    let label = match step {
+        Some(step) => format!("{}, {step}", s.x_label(x)),
+        None => s.x_label(x),
+    };
+    let mut out = json!({"series": s.id, "x_rel": x, "label": label});
     match &s.source {
         Source::Memscope {
             source,
@@ -752,7 +768,7 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64) -> Result<Value> {
         } => {
             let r = rows(
                 ds,
-                "SELECT kind, address, size, state, user_frame, stack_id, allocated_bytes, free_bytes \
+                "SELECT kind, address, size, requested_size, state, user_frame, stack_id, allocated_bytes, free_bytes \
                  FROM state_at($seq, $snapshot, $device) ORDER BY address",
                 &[("seq", int(at)), ("snapshot", text(snapshot)), ("device", int(*device))],
             )
@@ -760,28 +776,21 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64) -> Result<Value> {
             let blocks: Vec<_> = r.iter().filter(|r| r.s("kind") == "block").collect();
             let mut top = blocks.clone();
             top.sort_by_key(|r| std::cmp::Reverse(r.i64("size").unwrap_or(0)));
-            out["total_bytes"] = json!(blocks.iter().filter_map(|r| r.i64("size")).sum::<i64>());
+            // requested bytes, as the active curve counts them (a block's size is rounded up)
+            let requested =
+                |r: &crate::report::Row| r.i64("requested_size").or(r.i64("size")).unwrap_or(0);
+            out["total_bytes"] = json!(blocks.iter().map(|r| requested(r)).sum::<i64>());
             out["by_owner"] = json!([]);
-            out["by_frame"] = grouped(
-                blocks.iter().map(|r| {
-                    (
-                        r.str("user_frame").unwrap_or("(no user frame)").to_string(),
-                        r.i64("size").unwrap_or(0),
-                    )
-                }),
-                50,
-            );
-            out["by_category"] = grouped(
-                blocks
-                    .iter()
-                    .map(|r| (r.s("state"), r.i64("size").unwrap_or(0))),
-                10,
-            );
+            let frame = |r: &crate::report::Row| {
+                r.str("user_frame").unwrap_or("(no user frame)").to_string()
+            };
+            out["by_frame"] = grouped(blocks.iter().map(|r| (frame(r), requested(r))), 50);
+            out["by_category"] = grouped(blocks.iter().map(|r| (r.s("state"), requested(r))), 10);
             out["blocks"] = json!(top
                 .iter()
                 .take(50)
                 .map(|r| json!({
-                    "id": format!("{}@{}", r.i64("address").unwrap_or(0), r.i64("stack_id").unwrap_or(-1)),
+                    "id": format!("{}@{}@{at}", r.i64("address").unwrap_or(0), r.i64("stack_id").unwrap_or(-1)),
                     "ptr": hex(r.i64("address")),
                     "size": r.i64("size"),
                     "owner": null,
@@ -863,9 +872,11 @@ fn lines(stack: Option<&str>) -> Vec<String> {
 /// A block by the id a moment gave it: lifetime, size, owner and stacks.
 pub async fn block(ds: &Dataset, s: &Series, id: &str) -> Result<Option<Value>> {
     let bad = || MemqError::Usage(format!("block id {id:?}: not one this server gave"));
-    let (a, b) = id.split_once('@').ok_or_else(bad)?;
-    let a: i64 = a.parse().map_err(|_| bad())?;
-    let b: i64 = b.parse().map_err(|_| bad())?;
+    let mut parts = id.split('@').map(|p| p.parse::<i64>().map_err(|_| bad()));
+    let a = parts.next().ok_or_else(bad)??;
+    let b = parts.next().ok_or_else(bad)??;
+    // a snapshot block's id also names the entry of the moment it was seen at
+    let seq = parts.next().transpose()?;
     let rel = |v: Option<i64>| v.map(|t| (t - s.start) as f64);
     match &s.source {
         Source::Memscope {
@@ -911,7 +922,26 @@ pub async fn block(ds: &Dataset, s: &Series, id: &str) -> Result<Option<Value>> 
                 })
             }))
         }
-        Source::Snapshot { snapshot, .. } => {
+        Source::Snapshot {
+            snapshot, device, ..
+        } => {
+            let seen =
+                match seq {
+                    Some(seq) => rows(
+                        ds,
+                        "SELECT size, state, user_frame FROM state_at($seq, $snapshot, $device) \
+                     WHERE kind = 'block' AND address = $address LIMIT 1",
+                        &[
+                            ("seq", int(seq)),
+                            ("snapshot", text(snapshot)),
+                            ("device", int(*device)),
+                            ("address", ScalarValue::UInt64(Some(a as u64))),
+                        ],
+                    )
+                    .await?,
+                    None => Rows::default(),
+                };
+            let seen = seen.first();
             let frames = rows(
                 ds,
                 "SELECT name, filename, line FROM snap_frames WHERE snapshot = $snapshot AND stack_id = $id ORDER BY depth",
@@ -921,8 +951,9 @@ pub async fn block(ds: &Dataset, s: &Series, id: &str) -> Result<Option<Value>> 
             Ok(Some(json!({
                 "id": id,
                 "ptr": hex(Some(a)),
-                "size": null,
-                "owner": null,
+                "size": seen.and_then(|r| r.i64("size")),
+                "owner": seen.and_then(|r| r.str("user_frame")),
+                "state": seen.map(|r| r.s("state")),
                 "alloc_x_rel": null,
                 "free_x_rel": null,
                 "lifetime": null,

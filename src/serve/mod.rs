@@ -296,7 +296,7 @@ async fn info(State(s): State<Shared>) -> Response {
         Err(_) => 0,
     };
     Json(json!({
-        "input": s.ds.manifest().sources.iter().map(|x| x.path.clone()).collect::<Vec<_>>().join(" "),
+        "input": s.ds.input(),
         "dataset": s.ds.path().display().to_string(),
         "version": env!("CARGO_PKG_VERSION"),
         "series": s.series.iter().map(data::Series::info).collect::<Vec<_>>(),
@@ -337,7 +337,7 @@ async fn moment(State(s): State<Shared>, Query(q): Query<MomentAsk>) -> Response
     let Some(series) = s.series.iter().find(|x| x.id == q.series) else {
         return fail(StatusCode::NOT_FOUND, format!("no series {}", q.series));
     };
-    match data::moment(&s.ds, series, q.x).await {
+    match data::moment(&s.ds, series, q.x, &s.marks).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => memq_fail(e),
     }

@@ -29,6 +29,7 @@ mod repl_pty;
 mod report;
 mod run_export_todb;
 mod serve;
+mod serve_browser;
 mod slt;
 mod snapshot_decoder;
 mod snapshot_library;

@@ -387,6 +387,8 @@ fn a_snapshot_has_its_timeline_and_segments() {
         "/api/moment?series={id}&x={}",
         seq - snap["start"].as_i64().unwrap()
     ));
+    // the requested bytes of the blocks live after the peak's entry are the active peak
+    assert_eq!(m["total_bytes"].as_i64(), Some(active_peak));
     assert!(!m["segments"].as_array().unwrap().is_empty(), "{m}");
     assert!(!m["blocks"].as_array().unwrap().is_empty(), "{m}");
     // a block with a recorded stack (the largest ones here were put back by replay, without)
@@ -395,7 +397,8 @@ fn a_snapshot_has_its_timeline_and_segments() {
          WHERE kind = 'block' AND stack_id IS NOT NULL ORDER BY size DESC LIMIT 1"
     ));
     assert_eq!(status, 200, "{v}");
-    let block_id = format!("{}@{}", v["values"][0][0], v["values"][0][1]);
+    let block_id = format!("{}@{}@{seq}", v["values"][0][0], v["values"][0][1]);
     let b = s.get(&format!("/api/block?series={id}&id={block_id}"));
+    assert!(b["size"].as_i64().unwrap() > 0, "{b}");
     assert!(!b["alloc_stack"].as_array().unwrap().is_empty(), "{b}");
 }

@@ -699,8 +699,8 @@
   }
 
   /** A frame or path shortened from the left, where it matters least: "…/pkg/file.py:22:forward". */
-  function shortName(name) {
-    if (!name || name.length <= 48) return name;
+  function shortName(name, always) {
+    if (!name || (name.length <= 48 && !always)) return name;
     const parts = name.split('/');
     return parts.length > 1 ? '…/' + parts[parts.length - 1] : name;
   }
@@ -730,7 +730,8 @@
   }
 
   function renderMoment(j, s) {
-    $('moment-label').textContent = j.label || fmtX(s, j.x_rel);
+    const step = TL.stepAt(j.x_rel);
+    $('moment-label').textContent = (j.label || fmtX(s, j.x_rel)) + (step && !/step/i.test(j.label || '') ? ', ' + step : '');
     $('moment-total').textContent = fmtBytes(j.total_bytes);
     renderBars($('by-owner'), j.by_owner, j.total_bytes, 6);
     // no owners (snapshots, traces): the frames take their place at the top
@@ -758,7 +759,7 @@
       const tr = h('tr', { tabindex: '0', 'data-id': b.id, title: `${b.ptr} · ${b.owner || ''}` },
         h('td', { class: 'num', text: fmtBytes(b.size) }),
         h('td', { text: b.owner || '–', title: b.owner || '' }),
-        h('td', { text: shortName(b.frame) || '–', title: b.frame || '' }),
+        h('td', { text: shortName(b.frame, true) || '–', title: b.frame || '' }),
         h('td', { class: 'num', text: b.alloc_x_rel == null ? '–' : s.x === 'entry' ? fmtInt(b.alloc_x_rel) : fmtX(s, b.alloc_x_rel), title: b.alloc_x_rel == null ? 'not recorded' : fmtX(s, b.alloc_x_rel) }));
       tr.addEventListener('click', () => openBlock(b.id, 1));
       tr.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); openBlock(b.id, 1); } });
