@@ -12,7 +12,9 @@
 -- question, keys blocks by the address alone: there a PTA FREE at the base of a HAL segment
 -- removes the HAL segment, and processes and devices with equal addresses collide;
 -- docs/reference-differences.md.) Blocks freed without a recorded MALLOC (allocated before
--- collection) are not counted: their start is unknown.
+-- collection) are not counted: their start is unknown. Neither is any block of a dump whose
+-- MALLOC and FREE rows cannot be paired (view pairing: MALLOC only or FREE only): what was
+-- live cannot be concluded there.
 --
 -- ts is in NANOSECONDS since the Unix epoch, like events.ts. For a G1 source (timestamps written
 -- in µs, sources.ts_unit = 'us') multiply the file's value by 1000.
@@ -51,6 +53,8 @@ live_blocks AS (
     WHERE alloc_ts <= COALESCE(p.p_ts, $ts)
       AND (end_ts IS NULL OR end_ts > COALESCE(p.p_ts, $ts))
       AND ($pool IS NULL OR pool = $pool)
+      -- a dump whose MALLOC and FREE rows cannot be paired (view pairing) has no live blocks
+      AND b.source IN (SELECT source FROM pairing WHERE can_pair)
 ),
 by_owner AS (
     SELECT source, pid, device, pool, owner, SUM(size) AS bytes, COUNT(*) AS blocks

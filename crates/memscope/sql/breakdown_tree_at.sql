@@ -41,6 +41,8 @@ live_blocks AS (
     WHERE alloc_ts <= COALESCE(p.p_ts, $ts)
       AND (end_ts IS NULL OR end_ts > COALESCE(p.p_ts, $ts))
       AND ($pool IS NULL OR pool = $pool)
+      -- a dump whose MALLOC and FREE rows cannot be paired (view pairing) has no live blocks
+      AND b.source IN (SELECT source FROM pairing WHERE can_pair)
 ),
 -- Owners without levels become the single node '(unlabelled)' (or '(stock)').
 block_paths AS (

@@ -4,6 +4,10 @@
 --   has_owners        owners on MALLOC rows  -> decomposition by owner (breakdown_at, owner_peaks)
 --   has_py_stacks     Python stacks           -> code attribution (leak_summary.stack_top)
 --   has_alloc_free    MALLOC and FREE rows    -> block pairing (curve.live_bytes, leak_candidates)
+--                     can be paired (pairing = 'paired': both kinds of rows, or config.json
+--                     says both were dumped); false for a MALLOC-only or FREE-only stream
+--                     (`--events=alloc` / `--events=free`): leaks and live bytes cannot be
+--                     concluded, and the leak and live-peak analyses list nothing for it
 --   has_pool_counters used/total on rows      -> counter curves and peaks, fragmentation
 --   has_device_used   device_used >= 0 rows   -> whole-device curve
 --   has_shadow        shadow rows (G3)        -> leaks are judged by shadow fill-ins, not missing FREEs
@@ -12,7 +16,8 @@
 --   has_oom           OOM_DETAIL rows         -> OOM diagnosis
 --   has_steps         steps (table steps: SYSTEM STEP rows, else step-named MSTX ranges or
 --                     step marks)             -> per-step growth
--- Each boolean is "count > 0" of the matching count column (has_steps: of steps).
+-- Each boolean is "count > 0" of the matching count column (has_steps: of steps; has_alloc_free:
+-- pairing = 'paired', view pairing).
 --
 -- @column source            VARCHAR input file
 -- @column generation        VARCHAR format generation guessed at ingest: G1, G2, G3
@@ -23,7 +28,9 @@
 -- @column pools             BIGINT  count: distinct pools (Event Type of MALLOC/FREE rows)
 -- @column malloc_rows       BIGINT  count: MALLOC rows
 -- @column free_rows         BIGINT  count: FREE rows
--- @column has_alloc_free    BOOLEAN both MALLOC and FREE rows exist
+-- @column has_alloc_free    BOOLEAN MALLOC and FREE rows can be paired into block lifetimes (pairing = 'paired')
+-- @column pairing           VARCHAR paired, malloc_only (MALLOC rows and no FREE row), free_only or none (no memory row): view pairing
+-- @column dump_event_type   BIGINT  dumpEventType of the capture's config.json (bit 0 alloc, bit 1 free, bit 2 launch, bit 3 access); NULL without one
 -- @column owner_rows        BIGINT  count: MALLOC rows with a non-empty owner
 -- @column has_owners        BOOLEAN owner_rows > 0
 -- @column py_stack_rows     BIGINT  count: rows with a non-empty Python call stack
@@ -51,6 +58,7 @@
 -- @column access_rows       BIGINT  count: ACCESS rows
 -- @column unmatched_frees   BIGINT  count: FREE rows without a MALLOC (blocks allocated before collection)
 -- @column never_freed       BIGINT  count: blocks without any FREE (still live at the end)
+-- @column clean_up_rows     BIGINT  count: CLEAN_UP rows (RESIDUAL_BLOCK, PROC_EXIT): the tool's clean-up reasons; no known writer emits them as rows, its shadow FREE rows carry their effect
 WITH
 -- the rows counted at ingest (table event_counts), summed per source
 per_source AS (
@@ -72,7 +80,8 @@ per_source AS (
            SUM(CASE WHEN event = 'SNAPSHOT' THEN rows ELSE 0 END) AS snapshot_rows,
            SUM(CASE WHEN event = 'OOM_DETAIL' THEN rows ELSE 0 END) AS oom_rows,
            SUM(CASE WHEN event = 'SYSTEM' AND event_type = 'STEP' THEN rows ELSE 0 END) AS step_rows,
-           SUM(CASE WHEN event = 'ACCESS' THEN rows ELSE 0 END) AS access_rows
+           SUM(CASE WHEN event = 'ACCESS' THEN rows ELSE 0 END) AS access_rows,
+           SUM(CASE WHEN event = 'CLEAN_UP' THEN rows ELSE 0 END) AS clean_up_rows
     FROM event_counts
     GROUP BY source
 ),
@@ -91,7 +100,9 @@ SELECT s.source, s.generation, s.ts_unit,
        COALESCE(e.pools, 0) AS pools,
        COALESCE(e.malloc_rows, 0) AS malloc_rows,
        COALESCE(e.free_rows, 0) AS free_rows,
-       COALESCE(e.malloc_rows > 0 AND e.free_rows > 0, false) AS has_alloc_free,
+       COALESCE(pr.can_pair, false) AS has_alloc_free,
+       COALESCE(pr.pairing, 'none') AS pairing,
+       pr.dump_event_type,
        COALESCE(e.owner_rows, 0) AS owner_rows,
        COALESCE(e.owner_rows > 0, false) AS has_owners,
        COALESCE(e.py_stack_rows, 0) AS py_stack_rows,
@@ -118,10 +129,12 @@ SELECT s.source, s.generation, s.ts_unit,
        COALESCE(st.steps > 0, false) AS has_steps,
        COALESCE(e.access_rows, 0) AS access_rows,
        COALESCE(b.unmatched_frees, 0) AS unmatched_frees,
-       COALESCE(b.never_freed, 0) AS never_freed
+       COALESCE(b.never_freed, 0) AS never_freed,
+       COALESCE(e.clean_up_rows, 0) AS clean_up_rows
 FROM sources s
 LEFT JOIN per_source e ON e.source = s.source
 LEFT JOIN block_counts b ON b.source = s.source
+LEFT JOIN pairing pr ON pr.source = s.source
 LEFT JOIN (SELECT source, COUNT(DISTINCT step) AS steps, COUNT(DISTINCT step) FILTER (WHERE complete) AS complete_steps
            FROM steps GROUP BY source) st ON st.source = s.source
 WHERE s.kind IN ('memscope_csv', 'memscope_db')

@@ -10,7 +10,9 @@
 -- holds its value until the next event), so it is the value in force at the end of the bucket.
 -- Metrics: used, total, process_used, device_used (tool counters, values >= 0 only) and live
 -- (curve.live_bytes, memq's pairing; the only metric of HAL). A metric appears for a series only
--- when the series has at least one valid value of it. Rows are ordered by source, pid,
+-- when the series has at least one valid value of it (the live metric of a dump that cannot
+-- pair, view pairing / capabilities.has_alloc_free, is drawn but cannot be concluded: without
+-- FREEs it only rises). Rows are ordered by source, pid,
 -- device, pool, metric, bucket (ready for a chart).
 --
 -- @param n BIGINT number of buckets per series (>= 1)

@@ -28,6 +28,10 @@
 -- shadow MALLOC at the start) is listed with stock = true but is no leak verdict: `leak_summary`
 -- counts it apart.
 -- FREEs without a MALLOC are never listed.
+-- A dump whose memory rows cannot be paired (view pairing: MALLOC rows only, or FREE rows only,
+-- as msMemScope writes with `--events=alloc` or `--events=free` since July 2026) lists nothing:
+-- without its FREE rows every block would look never freed. That is no verdict: capabilities
+-- says pairing = 'malloc_only' / 'free_only' and has_alloc_free = false for it (cannot conclude).
 -- The leak guide that comes with the msMemScope Python analysis scripts (the "memory-analysis"
 -- skill of the mindstudio-agent package) also asks for "allocated in the first 20 % of the
 -- timeline": that position is given as timeline_pct, not applied. ORDER BY alloc_ts for
@@ -81,4 +85,5 @@ SELECT c.source, c.pid, c.device, c.pool, c.ptr,
        stack_frame(c.stack_py, 1) AS stack_top
 FROM source_range r
 JOIN blocks c ON r.source = c.source
+JOIN pairing p ON p.source = c.source AND p.can_pair
 WHERE c.held_at_end AND c.alloc_ts IS NOT NULL

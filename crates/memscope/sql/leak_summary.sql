@@ -8,6 +8,8 @@
 -- allocated (MALLOC sizes, reused addresses counted again: the reference's denominator).
 -- ORDER BY bytes DESC for the largest groups first. For the guide's step D ("group the long-lived
 -- blocks by call stack") read stack_top; for the level-1 view group by owner_group.
+-- Dumps whose MALLOC and FREE rows cannot be paired (capabilities.pairing malloc_only or
+-- free_only) have no row here, as in leak_candidates: cannot conclude, not "no leak".
 --
 -- @column source         VARCHAR input file
 -- @column pid            BIGINT  process id

@@ -14,6 +14,9 @@
 --           row at or before the moment (used, total) and memq's paired live bytes;
 --   owner   one per owner of a series: bytes and blocks live (owner naming as in owner_peaks);
 --   block   one per live block, with its category and user frame (docs/attribution.md).
+-- A dump whose MALLOC and FREE rows cannot be paired (view pairing: MALLOC only or FREE only)
+-- keeps its pool rows' counters, with bytes NULL and no owner or block row: what was live
+-- cannot be concluded there.
 --
 -- Rows are ordered by source, pid, device, pool, kind, then bytes descending.
 -- @param at VARCHAR the moment: ns time, 'step N [start|end]' or 'mark NAME'
@@ -26,7 +29,7 @@
 -- @column kind        VARCHAR pool, owner or block
 -- @column owner       VARCHAR owner and block rows: the owner ('(stock)' or the pool name without one)
 -- @column owner_group VARCHAR owner and block rows: level-1 group of the owner
--- @column bytes       BIGINT  bytes: pool: paired live bytes; owner: bytes of its live blocks; block: its size
+-- @column bytes       BIGINT  bytes: pool: paired live bytes (NULL for a dump that cannot pair); owner: bytes of its live blocks; block: its size
 -- @column blocks      BIGINT  count: pool and owner rows: live blocks
 -- @column used        BIGINT  bytes: pool rows: the tool's `used` counter on the last row at or before the moment (HAL: NULL; HOST_PINNED: VmRSS)
 -- @column total       BIGINT  bytes: pool rows: the tool's `total` (reserved) counter there
@@ -76,6 +79,8 @@ live AS (
     JOIN blocks b ON m.source = b.source AND (m.pid IS NOT DISTINCT FROM b.pid) AND m.device = b.device
     WHERE m.at_ts IS NOT NULL AND b.alloc_ts <= m.at_ts AND (b.end_ts IS NULL OR b.end_ts > m.at_ts)
       AND ($pool IS NULL OR b.pool = $pool)
+      -- a dump whose MALLOC and FREE rows cannot be paired (view pairing) has no live blocks
+      AND b.source IN (SELECT source FROM pairing WHERE can_pair)
 ),
 counters AS (
     SELECT c.source, c.pid, c.device, m.at_ts, c.pool,
@@ -97,12 +102,13 @@ pool_blocks AS (
 )
 SELECT c.source, c.pid, c.device, c.at_ts, c.pool, 'pool' AS kind,
        CAST(NULL AS VARCHAR) AS owner, CAST(NULL AS VARCHAR) AS owner_group,
-       c.live_bytes AS bytes, COALESCE(pb.blocks, 0) AS blocks,
+       CASE WHEN g.can_pair THEN c.live_bytes END AS bytes, COALESCE(pb.blocks, 0) AS blocks,
        CASE WHEN c.pool = 'HAL' THEN NULL ELSE c.used END AS used, CASE WHEN c.pool = 'HAL' THEN NULL ELSE c.total END AS total,
        CAST(NULL AS BIGINT UNSIGNED) AS ptr, CAST(NULL AS BIGINT) AS alloc_ts,
        CAST(NULL AS VARCHAR) AS category, CAST(NULL AS VARCHAR) AS user_frame
 FROM counters c
 LEFT JOIN pool_blocks pb ON pb.source = c.source AND (pb.pid IS NOT DISTINCT FROM c.pid) AND pb.device = c.device AND pb.pool = c.pool
+LEFT JOIN pairing g ON g.source = c.source
 UNION ALL
 SELECT source, pid, device, at_ts, pool, 'owner', owner, owner_group(owner), bytes, blocks,
        NULL, NULL, NULL, NULL, NULL, NULL

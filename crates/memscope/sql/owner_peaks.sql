@@ -11,6 +11,9 @@
 -- simultaneous total). As in `curve`, a block still held at
 -- the end by `blocks.fate` (decided at ingest) (a shadow FREE that only fills in a release never observed)
 -- ends nothing; every other block ends at blocks.end_ts.
+-- can_pair is false for a dump whose MALLOC and FREE rows cannot be paired (view pairing:
+-- MALLOC only or FREE only): its peak_bytes, peak_ts and end_bytes cannot be concluded (without
+-- FREEs an owner's live bytes only rise); total_bytes and blocks stand.
 -- ORDER BY peak_bytes DESC for the largest first.
 --
 -- @column source      VARCHAR input file
@@ -24,6 +27,7 @@
 -- @column total_bytes BIGINT  bytes: sum of the sizes of every block allocated (MALLOC rows, reused addresses counted again)
 -- @column blocks      BIGINT  count: number of blocks allocated (MALLOC rows)
 -- @column end_bytes   BIGINT  bytes: the owner's bytes still held at the end of the data (blocks never released, stock included)
+-- @column can_pair    BOOLEAN false when the dump's MALLOC and FREE rows cannot be paired (view pairing): peak_bytes, peak_ts and end_bytes cannot be concluded
 WITH
 -- Each owner's peak: the highest of its live bytes after the rows that change them
 -- (curve.owner_live_bytes, the running sum per owner of each series) and the first time it is
@@ -41,8 +45,10 @@ owner_blocks AS (
 )
 SELECT b.source, b.pid, b.device, b.pool, b.owner,
        owner_group(b.owner) AS owner_group,
-       c.peak_bytes, c.peak_ts, b.total_bytes, b.blocks, b.end_bytes
+       c.peak_bytes, c.peak_ts, b.total_bytes, b.blocks, b.end_bytes,
+       COALESCE(g.can_pair, false) AS can_pair
 FROM owner_blocks b
+LEFT JOIN pairing g ON g.source = b.source
 JOIN owner_curve c
   ON c.source = b.source AND (c.pid IS NOT DISTINCT FROM b.pid) AND c.device = b.device
  AND c.pool = b.pool AND c.owner = b.owner

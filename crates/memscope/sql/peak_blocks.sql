@@ -17,6 +17,8 @@
 -- communication buffers). Everything else is dynamic (activations, temporaries, caches that
 -- come and go). peak_split sums these rows by category and by user frame.
 --
+-- A dump whose MALLOC and FREE rows cannot be paired (view pairing: MALLOC only or FREE only)
+-- has no row: its live bytes, and so its peak, cannot be concluded.
 -- Rows come in no particular order: ORDER BY source, pid, device, pool, rank.
 -- @column source       VARCHAR input file
 -- @column pid          BIGINT  process id
@@ -48,6 +50,7 @@ peak_rows AS (
            MIN(ts) AS first_ts, MAX(ts) AS last_ts
     FROM curve
     WHERE ts IS NOT NULL
+      AND source IN (SELECT source FROM pairing WHERE can_pair)
     GROUP BY source, pid, device, pool
 ),
 -- where the window starts: the first step of the process and device

@@ -12,6 +12,8 @@
 -- a step and is not listed; neither is memory freed within one step (activations).
 -- Unlike msMemScope's offline leak check (HAL only, three MSTX marks), every pool is covered and
 -- any number of steps is used.
+-- A dump whose MALLOC and FREE rows cannot be paired (view pairing: MALLOC only or FREE only)
+-- is left out: its blocks would all look held (cannot conclude; capabilities.pairing).
 -- confidence: high = ≥ 3 step ends, r2 ≥ 0.9 and every change an increase; medium = ≥ 3 step
 -- ends and r2 ≥ 0.6 with a positive slope; low otherwise.
 --
@@ -52,6 +54,7 @@ born AS (
                 WHEN ce.step IS NOT NULL THEN CAST(ce.step_k AS BIGINT) - 1
                 ELSE ce.step_k END AS last_k
     FROM blocks b
+    JOIN pairing g ON g.source = b.source AND g.can_pair
     JOIN curve c ON c.source = b.source AND c.row_idx = b.alloc_row AND c.event = 'MALLOC'
     LEFT JOIN curve ce ON ce.source = b.source AND ce.row_idx = b.end_row
     LEFT JOIN last_complete l ON l.source = b.source AND (l.pid IS NOT DISTINCT FROM b.pid) AND l.device = b.device

@@ -76,6 +76,8 @@ filled AS (
     FROM usage_tiles
     WHERE $buckets >= 1 AND 20160 % GREATEST($buckets, 1) = 0
       AND (($pool IS NULL AND pool <> 'HOST_PINNED') OR pool = $pool)
+      -- as usage_series: no HAL series for a dump that cannot pair (view pairing)
+      AND (pool <> 'HAL' OR source IN (SELECT source FROM pairing WHERE can_pair))
     GROUP BY 1, 2, 3, 4, 5, 6, 7
     UNION ALL
     SELECT p.source, p.pid, p.device, p.pool, b.ts_min, b.ts_max,

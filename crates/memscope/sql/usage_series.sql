@@ -12,7 +12,9 @@
 -- docs/formats/memscope.md §5.5), so the series ends at the memory still held. A HAL row is a
 -- point when it changes some block's bytes (`curve.owner` is set): FREEs of blocks whose MALLOC
 -- was never seen (allocated before collection) and held shadow FREEs are left out.
--- Promoted shadow MALLOCs (stock memory) count.
+-- Promoted shadow MALLOCs (stock memory) count. A dump whose MALLOC and FREE rows cannot be
+-- paired (view pairing: MALLOC only or FREE only) has no HAL series: its live bytes cannot be
+-- concluded (its pools' counters stay).
 -- For HAL, `total` repeats `used`: HAL live bytes are the driver-level reservation.
 -- Counters of different processes, devices or pools are never mixed. Rows keep the curve's
 -- stored order (series, then time), so windows over a series need no sort.
@@ -36,3 +38,4 @@ SELECT source, pid, device, pool, ts, row_idx,
 FROM curve
 WHERE ts IS NOT NULL
   AND CASE WHEN pool = 'HAL' THEN owner IS NOT NULL ELSE used IS NOT NULL OR total IS NOT NULL END
+  AND (pool <> 'HAL' OR source IN (SELECT source FROM pairing WHERE can_pair))

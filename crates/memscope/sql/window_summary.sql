@@ -8,7 +8,9 @@
 -- A block ends at `blocks.end_ts`, the rule every view shares: a shadow FREE that only fills
 -- in a release never observed (at exit; blocks.held_at_end) ends nothing, so such blocks stay
 -- live at t1 (docs/formats/memscope.md §5.5).
--- Blocks whose MALLOC was never seen (allocated before collection) are left out.
+-- Blocks whose MALLOC was never seen (allocated before collection) are left out, and so is a
+-- dump whose MALLOC and FREE rows cannot be paired (view pairing: MALLOC only or FREE only):
+-- what was live or freed in the window cannot be concluded there.
 -- Promoted shadow MALLOCs (stock memory allocated before collection, written at the time of a
 -- start()) are counted as `promoted`, not as allocations. used_peak is the highest counter
 -- value of a row inside the window (view usage_series: HAL = paired live bytes).
@@ -59,6 +61,8 @@ classified AS (
     FROM blocks
     WHERE alloc_ts IS NOT NULL
       AND ($pool IS NULL OR pool = $pool)
+      -- a dump whose MALLOC and FREE rows cannot be paired (view pairing) has no block accounting
+      AND source IN (SELECT source FROM pairing WHERE can_pair)
 ),
 -- one pass over the blocks: every count and sum, per series and owner group
 per_group AS (

@@ -172,6 +172,11 @@ pub struct Deriver {
     fates: Fates<(BlockKey, String), Ended>,
     /// row_idx of the shadow FREEs whose block is held at the end (their curve change is void).
     held_shadow_rows: HashSet<u64>,
+    /// The allocation_id of the block last ended on (key, device) by a MALLOC that reused its
+    /// address: the tool's residual-block fill-in FREE for it (docs/formats/memscope.md §5.5
+    /// rule 5) is stamped when the tool handles that MALLOC, a little after it, so it comes
+    /// after the new block's MALLOC in canonical order and must not end the new block.
+    replaced_ids: HashMap<(BlockKey, String), i64>,
     blocks: BlocksBuilder,
     /// Batches of `blocks` cut at BLOCK_BATCH_BYTES, not yet taken.
     full_blocks: Vec<RecordBatch>,
@@ -191,6 +196,7 @@ impl Deriver {
             live: HashMap::new(),
             fates: Fates::new(),
             held_shadow_rows: HashSet::new(),
+            replaced_ids: HashMap::new(),
             blocks: BlocksBuilder::default(),
             full_blocks: Vec::new(),
             owner_totals: OwnerTotals::default(),
@@ -318,6 +324,15 @@ impl Deriver {
             .position(|b| b.device == new.device)
             .map(|pos| entries.remove(pos));
         entries.push(new.clone());
+        let waiting = (key.clone(), new.device.clone());
+        match replaced.as_ref().and_then(|old| old.allocation_id) {
+            Some(id) => {
+                self.replaced_ids.insert(waiting, id);
+            }
+            None => {
+                self.replaced_ids.remove(&waiting);
+            }
+        }
         if let Some(old) = replaced {
             if old.alloc_ts.is_some() {
                 change.old = Some((old.owner_label(&key.1).to_string(), -old.size.unwrap_or(0)));
@@ -344,6 +359,10 @@ impl Deriver {
         let device = c.device.value(i);
         let free_has_device = c.device_index.is_valid(i) || device == "cpu";
         let shadow = c.shadow.value(i);
+        if let Some(series_device) = self.residual_fill_in(c, i, &key, device, free_has_device) {
+            // The fill-in FREE of a block a MALLOC already ended: it ends nothing more.
+            return self.curve_row(c, i, &series_device, Change::default());
+        }
         let matched = self.live.get_mut(&key).and_then(|entries| {
             let pos = entries
                 .iter()
@@ -398,6 +417,38 @@ impl Deriver {
             self.append(ended, Fate::Released);
         }
         self.curve_row(c, i, &series_device, change)
+    }
+
+    /// When FREE row `i` is the tool's residual-block fill-in of a block that a MALLOC on the
+    /// same (key, device) has already ended (its allocation_id is that block's, not the live
+    /// block's), the device of its series; the fill-in is then used up. `None` for any other
+    /// FREE, and always for rows without allocation_id (G1), which pair as before.
+    fn residual_fill_in(
+        &mut self,
+        c: &EventCols,
+        i: usize,
+        key: &BlockKey,
+        device: &str,
+        free_has_device: bool,
+    ) -> Option<String> {
+        let free_id = opt_i64(c.allocation_id, i)?;
+        let live = self.live.get(key).and_then(|entries| {
+            entries
+                .iter()
+                .find(|b| b.device == device)
+                .or_else(|| (!free_has_device).then(|| entries.first()).flatten())
+        });
+        let series_device = match live {
+            // the live block is this FREE's own: the ordinary case
+            Some(b) if b.allocation_id.is_none_or(|id| id == free_id) => return None,
+            Some(b) => b.device.clone(),
+            None => device.to_string(),
+        };
+        let waiting = (key.clone(), series_device);
+        if self.replaced_ids.get(&waiting) != Some(&free_id) {
+            return None;
+        }
+        self.replaced_ids.remove(&waiting).map(|_| waiting.1)
     }
 
     fn oom_row(&mut self, c: &EventCols, i: usize) {

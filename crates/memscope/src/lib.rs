@@ -55,6 +55,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "oom_events",
     "oom_findings",
     "owner_peaks",
+    "pairing",
     "peak_blocks",
     "peak_split",
     "peaks",
