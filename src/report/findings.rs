@@ -340,6 +340,33 @@ fn sources_section(b: &mut Builder) {
                 blocks.push(b.push(cannot(1, question, missing, collect)));
             }
         }
+        // A dump of MALLOC rows only, or FREE rows only (dumpEventType): none of its blocks
+        // can be paired, so whether its memory grows is unknown, even beside paired dumps.
+        let unpaired: Vec<String> = d
+            .capabilities
+            .iter()
+            .filter(|r| matches!(r.str("pairing"), Some("malloc_only" | "free_only" | "none")))
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    short_source(&r.s("source")),
+                    r.s("pairing").replace('_', " ")
+                )
+            })
+            .collect();
+        if !unpaired.is_empty() && any("has_alloc_free") {
+            let mut f = cannot(
+                1,
+                &format!("whether memory grows in {}", unpaired.join(", ")),
+                "both MALLOC and FREE rows in each dump",
+                "alloc and free events dumped (config.json dumpEventType: alloc,free)",
+            );
+            f.evidence.insert("sources".into(), json!(unpaired));
+            blocks.push(b.push(f));
+        }
+        if !unpaired.is_empty() {
+            b.growth_unknown = true;
+        }
         if !any("has_oom") && d.snap_oom.is_empty() {
             // a note on what the dump could hold, not a question this run raised
             let f = cannot(

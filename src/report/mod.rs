@@ -636,7 +636,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     // blocks, ...) cost a pass over the stack texts or the blocks (10 M events: 4.3 s → 2.5 s)
     let caps = b.add(
         "capabilities",
-        "SELECT source, generation, rows, processes, devices, pools, has_owners, has_py_stacks, has_alloc_free, \
+        "SELECT source, generation, rows, processes, devices, pools, has_owners, has_py_stacks, has_alloc_free, pairing, \
          has_pool_counters, has_snapshots, has_oom, has_steps, complete_steps FROM capabilities ORDER BY source",
     );
     let sources = b.add(
@@ -825,8 +825,9 @@ fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
         peaks: b.add(
             "peaks",
             // (10 M events: 4.2 s for every column, 2.8 s for these)
+            // a live peak needs MALLOC and FREE rows: a dump of one kind only has none
             "SELECT source, pid, device, pool, metric, peak_bytes, peak_ts FROM peaks \
-             ORDER BY device, pool, metric, pid, source",
+             WHERE can_pair OR metric <> 'live' ORDER BY device, pool, metric, pid, source",
         ),
         curve: b.add(
             "curve_buckets",

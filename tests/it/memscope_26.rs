@@ -729,3 +729,46 @@ async fn config_json_decides_when_rows_cannot() {
         .join("msmemscope_51234_20260729044000_ascend/config.json")
         .exists());
 }
+
+/// The report and the gate on a dump of MALLOC rows only: growth cannot be told (the leak card
+/// and `memq check --max-leak` say so, exit 2), the headline peak is a counter the tool wrote,
+/// not a live peak pairing cannot give, and no finding claims a leak or "no leak".
+#[test]
+fn report_and_check_on_a_malloc_only_dump() {
+    let dump = fixture_root().join("fixtures/memscope/v26/malloc_only.csv");
+    let dir = tempfile::TempDir::new().unwrap();
+    let json_path = dir.path().join("r.json");
+    let out = crate::common::memq()
+        .args(["report", "--no-cache"])
+        .arg(&dump)
+        .arg("-o")
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert!(r["metrics"]["leak_bytes"].is_null(), "{}", r["metrics"]);
+    let peak_where = r["metrics"]["peak_where"].as_str().unwrap();
+    assert!(!peak_where.contains("live"), "{peak_where}");
+    let verdict = r["verdict"]["summary"].as_str().unwrap();
+    assert!(!verdict.contains("No leak"), "{verdict}");
+    for f in r["findings"].as_array().unwrap() {
+        assert!(f["kind"] != "leak" && f["kind"] != "no_leak", "{f}");
+    }
+    let gate = crate::common::memq()
+        .args(["check", "--no-cache"])
+        .arg(&dump)
+        .args(["--max-leak", "1M"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        gate.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&gate.stdout)
+    );
+}
