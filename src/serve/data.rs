@@ -81,6 +81,10 @@ impl Series {
             "x_min_rel": self.x_min_rel,
             "x_max_rel": self.x_max_rel,
             "metrics": self.metrics,
+            "points": match &self.source {
+                Source::Memscope { rows, .. } => *rows as usize,
+                Source::Snapshot { points, .. } | Source::Trace { points, .. } => points.xs.len(),
+            },
             "peak": self.peak.as_ref().map(|(m, b, x)| json!({"metric": m, "bytes": b, "x_rel": x})),
         })
     }

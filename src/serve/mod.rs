@@ -44,6 +44,15 @@ pub struct Served {
     hosts: Vec<String>,
     pub series: Vec<data::Series>,
     pub marks: Vec<Value>,
+    /// The report's findings, judged once (in the background from the start: the first paint
+    /// does not wait for them).
+    findings: tokio::sync::OnceCell<Value>,
+}
+
+impl Served {
+    async fn findings(&self) -> Result<&Value> {
+        self.findings.get_or_try_init(|| data::findings(self)).await
+    }
 }
 
 type Shared = Arc<Served>;
@@ -81,7 +90,12 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     if opts.open {
         open_browser(&url);
     }
-    let app = router(Arc::new(served));
+    let served = Arc::new(served);
+    let judged = served.clone();
+    tokio::spawn(async move {
+        let _ = judged.findings().await;
+    });
+    let app = router(served);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -109,6 +123,7 @@ pub async fn serve_state(ds: Dataset, addr: SocketAddr) -> Result<Served> {
         hosts,
         series,
         marks,
+        findings: tokio::sync::OnceCell::new(),
     })
 }
 
@@ -291,10 +306,12 @@ async fn index() -> Response {
 }
 
 async fn info(State(s): State<Shared>) -> Response {
-    let findings = match s.ds.findings(&Default::default()).await {
-        Ok(f) => f.len(),
-        Err(_) => 0,
-    };
+    // the count once the findings are judged; null until then
+    let findings = s
+        .findings
+        .get()
+        .and_then(|f| f["findings"].as_array())
+        .map(Vec::len);
     Json(json!({
         "input": s.ds.input(),
         "dataset": s.ds.path().display().to_string(),
@@ -361,8 +378,8 @@ async fn block(State(s): State<Shared>, Query(q): Query<BlockAsk>) -> Response {
 }
 
 async fn findings(State(s): State<Shared>) -> Response {
-    match data::findings(&s).await {
-        Ok(v) => Json(v).into_response(),
+    match s.findings().await {
+        Ok(v) => Json(v.clone()).into_response(),
         Err(e) => memq_fail(e),
     }
 }
