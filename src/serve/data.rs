@@ -496,8 +496,17 @@ impl Folder {
     }
 }
 
-/// Windows holding more rows than this are drawn from `curve_tiles`.
-const MAX_WINDOW_ROWS: f64 = 200_000.0;
+/// Windows holding more rows than this are drawn from `curve_tiles` (200 000;
+/// `$MEMQ_SERVE_WINDOW_ROWS` sets another, as the tests do to reach the tiles on small inputs).
+fn max_window_rows() -> f64 {
+    static ROWS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *ROWS.get_or_init(|| {
+        std::env::var("MEMQ_SERVE_WINDOW_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200_000.0)
+    })
+}
 
 /// The series' metrics over [x0, x1) (relative) in at most `px` buckets.
 pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> Result<Value> {
@@ -559,19 +568,40 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                 ("t0", int(a0)),
                 ("t1", int(a1)),
             ];
-            // every tile that starts before the window's end: the ones before it give the
-            // value in force at its start
+            // the series' tiles: t_min and t_max of curve_tiles are the series' span, which
+            // memscope's tiling cuts into TILES equal tiles; each tile's own bounds follow
             let tiles = rows(
                 ds,
                 &format!(
-                    "SELECT t_min, t_max, {} FROM curve_tiles WHERE {key} AND t_min < $t1 ORDER BY tile",
+                    "SELECT tile, t_min, t_max, {} FROM curve_tiles WHERE {key} ORDER BY tile",
                     cols.join(", ")
                 ),
                 &params,
             )
             .await?;
-            if estimate > MAX_WINDOW_ROWS {
+            let bounds = |r: &crate::report::Row| -> Option<(i64, i64)> {
+                let (k, lo, hi) = (
+                    r.i64("tile")? as i128,
+                    r.i64("t_min")? as i128,
+                    r.i64("t_max")? as i128,
+                );
+                let span = (hi - lo).max(1);
+                let tiles = memq_memscope::tiles::TILES as i128;
+                // the times t with (t - lo) * TILES div span == k
+                let start = lo + (k * span + tiles - 1) / tiles;
+                // the last tile also holds t = hi (the tiling clamps it there)
+                let end = match k + 1 == tiles {
+                    true => hi,
+                    false => lo + ((k + 1) * span + tiles - 1) / tiles - 1,
+                };
+                Some((start as i64, end as i64))
+            };
+            if estimate > max_window_rows() {
                 for r in tiles.iter() {
+                    let Some((t, te)) = bounds(&r) else { continue };
+                    if t >= a1 {
+                        break;
+                    }
                     let vals: Vec<_> = s
                         .metrics
                         .iter()
@@ -583,35 +613,32 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                             )
                         })
                         .collect();
-                    let (Some(t), Some(te)) = (r.i64("t_min"), r.i64("t_max")) else {
-                        continue;
-                    };
                     if te < a0 {
-                        f.add(t.min(a0 - 1), te, &vals);
+                        f.add(a0 - 1, te, &vals);
                     } else {
                         f.add(t.max(a0), te, &vals);
                     }
                 }
             } else {
                 // the rows from the start of the tile that holds x0 (the value in force at x0
-                // is the last of them before it), or the last tile before x0
+                // is the last of them before it), the tiles before it for the value before
                 let from = tiles
                     .iter()
-                    .filter(|r| r.i64("t_max").is_some_and(|te| te >= a0))
-                    .filter_map(|r| r.i64("t_min"))
-                    .next()
-                    .unwrap_or(a0)
-                    .min(a0);
-                for r in tiles
-                    .iter()
-                    .filter(|r| r.i64("t_max").is_some_and(|te| te < from))
-                {
-                    let vals: Vec<_> = s
-                        .metrics
-                        .iter()
-                        .map(|m| (None, None, r.i64(&format!("{m}_last"))))
-                        .collect();
-                    f.add(a0 - 1, a0 - 1, &vals);
+                    .filter_map(|r| bounds(&r))
+                    .find(|(_, te)| *te >= a0)
+                    .map_or(a0, |(t, _)| t.min(a0));
+                for r in tiles.iter() {
+                    match bounds(&r) {
+                        Some((_, te)) if te < from => {
+                            let vals: Vec<_> = s
+                                .metrics
+                                .iter()
+                                .map(|m| (None, None, r.i64(&format!("{m}_last"))))
+                                .collect();
+                            f.add(a0 - 1, a0 - 1, &vals);
+                        }
+                        _ => break,
+                    }
                 }
                 let exprs: Vec<String> = s
                     .metrics

@@ -27,10 +27,15 @@ impl Drop for Server {
 }
 
 fn serve(input: &std::path::Path) -> Server {
+    serve_with(input, &[])
+}
+
+fn serve_with(input: &std::path::Path, env: &[(&str, &str)]) -> Server {
     let cache = tempfile::TempDir::new().unwrap();
     let mut child = memq()
         .args(["serve", "--no-open", "--port", "0"])
         .arg(input)
+        .envs(env.iter().copied())
         .env("XDG_CACHE_HOME", cache.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -270,7 +275,13 @@ fn the_console_only_reads_the_dataset() {
 #[test]
 fn timeline_moment_and_block_agree_with_the_analyses() {
     let input = fixture_root().join("fixtures/memscope/g3_run");
-    let s = serve(&input);
+    // the same answers whether a window is drawn from the curve's rows or from its tiles
+    for rows in ["200000", "1"] {
+        timeline_moment_and_block(&serve_with(&input, &[("MEMQ_SERVE_WINDOW_ROWS", rows)]));
+    }
+}
+
+fn timeline_moment_and_block(s: &Server) {
     let info = s.get("/api/info");
     let series = info["series"].as_array().unwrap();
     let pta = series
