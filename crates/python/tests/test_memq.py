@@ -269,3 +269,31 @@ def test_help_and_stubs_are_shipped():
     assert "typed value" in memq.Dataset.sql.__doc__
     pkg = Path(memq.__file__).parent
     assert (pkg / "_memq.pyi").exists() and (pkg / "py.typed").exists()
+
+
+def test_progress_in_a_notebook_updates_one_display(tmp_path, monkeypatch):
+    import types
+
+    shown = []
+
+    class Handle:
+        def update(self, obj):
+            shown.append(("update", obj.data))
+
+    def display(obj, display_id=False):
+        shown.append(("display", obj.data))
+        return Handle()
+
+    class HTML:
+        def __init__(self, data):
+            self.data = data
+
+    fake = types.ModuleType("IPython.display")
+    fake.display, fake.HTML = display, HTML
+    monkeypatch.setitem(sys.modules, "IPython.display", fake)
+    monkeypatch.setattr(memq, "_in_notebook", lambda: True)
+    memq.ingest(REAL / "memscope/real/v2_compare_baseline.csv", out=tmp_path / "n.memq")
+    # one display, then updates of it; the last one says the whole input was read
+    assert shown and shown[0][0] == "display", shown
+    assert all(kind == "update" for kind, _ in shown[1:])
+    assert "<progress" in shown[-1][1] and "100.0%" in shown[-1][1], shown[-1]
