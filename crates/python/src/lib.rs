@@ -68,6 +68,7 @@ fn wait_showing<T: Send>(
 ) -> PyResult<T> {
     let work = SameThread(work);
     let outcome = py.detach(move || {
+        // moved whole: a closure would otherwise capture only the field, which is not Send
         let work = work;
         let SameThread(work) = work;
         runtime().block_on(async {
