@@ -5,6 +5,21 @@ the file reaches the wanted size; segments and the other keys stay as they are. 
 shared between copies (pickle stores them once, as the real writer does for repeated stacks).
 
     benches/big_pickle.py SRC.pickle OUT.pickle [MEGABYTES=100]
+
+The >= 1 GB pickle of the streaming-ingest benchmark (16.9 M trace entries of the G4 format:
+compile_context on every entry, three devices, an oom entry), and a 200 MB one to see how
+memory scales:
+
+    python3 benches/big_pickle.py \
+        fixtures/real/snapshots/real/cuda_three_gpus_expandable_oom.pickle /tmp/big.pickle 1100
+    python3 benches/big_pickle.py \
+        fixtures/real/snapshots/real/cuda_three_gpus_expandable_oom.pickle /tmp/mid.pickle 200
+    /usr/bin/time -v memq ingest /tmp/big.pickle -o /tmp/big.memq --force
+    memq sql /tmp/big.memq -e "SELECT * FROM snap_peak"
+
+(`cuda_transformer_forward.pickle`, one device of the G3 format, gives 19.9 M entries for
+1 100 MB.) Building the 1 100 MB file holds the whole repeated trace in Python: about 8 GB of
+memory and a minute.
 """
 import pickle
 import sys

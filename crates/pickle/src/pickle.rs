@@ -5,6 +5,10 @@
 //! with its name and byte offset. Every length is checked against the bytes left before anything
 //! is allocated, and the memo stores references into an [`Arena`], never copies.
 //!
+//! The pickle is either held in memory ([`decode`]: strings borrow from it) or read from a
+//! reader through a bounded buffer ([`decode_read`]: strings are copied out), so that a file is
+//! never held whole.
+//!
 //! A container may only be modified while it is not yet inside another container. The pickler
 //! always completes a container before placing it, so this holds for every real file, and it
 //! makes reference cycles impossible: the last link that closes a cycle would have to modify a
@@ -12,10 +16,13 @@
 //! result recursively is safe.
 
 use std::borrow::Cow;
+use std::io::Read;
+use std::ops::Range;
 
+use super::input::{Input, ReadInput, SliceInput, MAX_LINE};
 use super::opcode as op;
 use super::stream::{Hook, Slot, Take, STREAM_CONFLICT};
-use super::value::{a, Arena, ObjId, Object, Value};
+use super::value::{a, Arena, ObjId, Object, Tag, Value};
 
 /// Deepest container nesting accepted (real snapshots nest 7 levels).
 pub const MAX_DEPTH: u16 = 100;
@@ -35,6 +42,20 @@ pub struct Decoded<'a> {
     pub protocol: u8,
     /// Harmless oddities worth reporting: trailing bytes, invalid UTF-8 in strings.
     pub warnings: Vec<String>,
+    /// What the decoder held at most.
+    pub stats: Stats,
+}
+
+/// What a decode held in memory at most: with a streaming hook these stay bounded by what the
+/// hook keeps, not by the size of the pickle.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Stats {
+    /// Most objects held at once (the arena's size: the ids of dropped objects are reused).
+    pub objects: usize,
+    /// Most memo slots held at once.
+    pub memo_slots: usize,
+    /// Objects dropped while decoding (consumed or tagged by the hook).
+    pub released: usize,
 }
 
 /// Why decoding stopped, at which byte offset (that of the offending opcode).
@@ -46,26 +67,33 @@ pub struct DecodeError {
 
 /// Decodes a whole pickle held in memory.
 pub fn decode(data: &[u8]) -> Result<Decoded<'_>, DecodeError> {
-    if data.first() != Some(&op::PROTO) {
-        return Err(DecodeError {
-            offset: 0,
-            reason: format!("not a pickle ({})", preview(data)),
-        });
-    }
-    Machine::new(data, None).run()
+    Machine::new(SliceInput::new(data), None).run()
 }
 
 /// [`decode`] with a [`Hook`] that may take the items of lists as they are appended (see
-/// [`crate::stream`]). An error whose reason starts with [`STREAM_CONFLICT`] means the taken
+/// [`crate::stream`]). An error whose reason contains [`STREAM_CONFLICT`] means the taken
 /// items were referenced again: decode again without the hook.
 pub fn decode_with<'a>(
     data: &'a [u8],
     hook: &mut dyn Hook<'a>,
 ) -> Result<Decoded<'a>, DecodeError> {
-    if data.first() != Some(&op::PROTO) {
-        return decode(data);
-    }
-    Machine::new(data, Some(hook)).run()
+    Machine::new(SliceInput::new(data), Some(hook)).run()
+}
+
+/// Decodes the `len` bytes of pickle `reader` yields, read through a buffer of bounded size
+/// (strings are copied out of it), with or without a [`Hook`] (as [`decode_with`]). Results
+/// and errors are those of [`decode`] on the same bytes; a reader that fails, or ends before
+/// `len` bytes, is an error at the offset reached.
+pub fn decode_read<R: Read>(
+    reader: R,
+    len: u64,
+    hook: Option<&mut dyn Hook<'static>>,
+) -> Result<Decoded<'static>, DecodeError> {
+    let len = usize::try_from(len).map_err(|_| DecodeError {
+        offset: 0,
+        reason: format!("a pickle of {len} bytes is too large for this machine"),
+    })?;
+    Machine::new(ReadInput::new(reader, len), hook).run()
 }
 
 /// Per-object streaming flags.
@@ -78,13 +106,14 @@ const MANY_SLOTS: u32 = u32::MAX - 1;
 /// A memo slot whose object was consumed by the hook.
 const DEAD: Value = Value::Obj(usize::MAX);
 
-/// What a file starts with, as text when it reads as text, else as hex bytes.
-fn preview(data: &[u8]) -> String {
-    if data.is_empty() {
+/// What a file starts with, as text when it reads as text, else as hex bytes. `head` is the
+/// start of a file of `len` bytes.
+fn preview(head: &[u8], len: usize) -> String {
+    if len == 0 {
         return "the file is empty".to_string();
     }
-    let head = &data[..data.len().min(PREVIEW_BYTES)];
-    let more = if head.len() < data.len() { " …" } else { "" };
+    let head = &head[..head.len().min(PREVIEW_BYTES)];
+    let more = if head.len() < len { " …" } else { "" };
     let text = match std::str::from_utf8(head) {
         Ok(text) => Some(text),
         // A multi-byte character cut by the preview length.
@@ -101,31 +130,272 @@ fn preview(data: &[u8]) -> String {
         }
         _ => {
             let hex: Vec<String> = head.iter().take(16).map(|b| format!("{b:02x}")).collect();
-            let more = if data.len() > 16 { " …" } else { "" };
+            let more = if len > 16 { " …" } else { "" };
             format!("starts with bytes {}{more}", hex.join(" "))
         }
     }
 }
 
+/// An error of the reader under the decoder, at byte offset `at`.
+#[cold]
+fn io_error(at: usize, e: std::io::Error) -> DecodeError {
+    DecodeError {
+        offset: at as u64,
+        reason: format!("cannot read the pickle: {e}"),
+    }
+}
+
+/// Memo slots per page of the [`Memo`].
+const PAGE: usize = 1024;
+/// Words of a [`Sparse`] page's bitmap.
+const WORDS: usize = PAGE / 64;
+
+/// One page of memo slots.
+enum Page {
+    /// Every slot: `None` never stored, [`DEAD`] consumed.
+    Dense {
+        slots: Box<[Option<Value>]>,
+        filled: u16,
+        live: u16,
+    },
+    /// A page whose every slot was stored, holding only the slots not consumed.
+    Sparse(Box<Sparse>),
+}
+
+/// The live slots of a full page: a missing slot is a consumed one. Found in constant time
+/// (a bitmap of the slots held, with the count of those before each word). A value consumed
+/// later stays as [`DEAD`] until half of them are: then the page is rebuilt.
+struct Sparse {
+    bits: [u64; WORDS],
+    before: [u16; WORDS],
+    /// The values held, by slot.
+    values: Vec<Value>,
+    dead: usize,
+}
+
+impl Sparse {
+    /// The live values of `slots` (a full page).
+    fn of(slots: &[Option<Value>]) -> Sparse {
+        let mut sparse = Sparse {
+            bits: [0; WORDS],
+            before: [0; WORDS],
+            values: Vec::new(),
+            dead: 0,
+        };
+        for (i, value) in slots.iter().enumerate() {
+            if i % 64 == 0 {
+                sparse.before[i / 64] = sparse.values.len() as u16;
+            }
+            if let Some(value) = value.filter(|v| *v != DEAD) {
+                sparse.bits[i / 64] |= 1 << (i % 64);
+                sparse.values.push(value);
+            }
+        }
+        sparse
+    }
+
+    /// Where slot `slot`'s value is in `values`: `Ok` when it holds one, else `Err` with where
+    /// it would go.
+    #[inline]
+    fn position(&self, slot: usize) -> Result<usize, usize> {
+        let (word, bit) = (slot / 64, slot % 64);
+        let below = self.bits[word] & ((1u64 << bit) - 1);
+        let index = usize::from(self.before[word]) + below.count_ones() as usize;
+        if self.bits[word] >> bit & 1 == 1 {
+            Ok(index)
+        } else {
+            Err(index)
+        }
+    }
+
+    /// The values held (live or not yet rebuilt away).
+    fn held(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Stores `value` in `slot`.
+    fn set(&mut self, slot: usize, value: Value) {
+        match self.position(slot) {
+            Ok(index) => {
+                if self.values[index] == DEAD {
+                    self.dead -= 1;
+                }
+                self.values[index] = value;
+            }
+            Err(index) => {
+                self.values.insert(index, value);
+                self.bits[slot / 64] |= 1 << (slot % 64);
+                for before in &mut self.before[slot / 64 + 1..] {
+                    *before += 1;
+                }
+            }
+        }
+    }
+
+    /// The value at `index` of `values` was consumed.
+    fn kill(&mut self, index: usize) {
+        self.values[index] = DEAD;
+        self.dead += 1;
+        if self.dead * 2 > self.values.len() {
+            let mut slots = vec![None; PAGE];
+            for (slot, value) in slots.iter_mut().enumerate() {
+                if let Ok(i) = self.position(slot) {
+                    *value = Some(self.values[i]);
+                }
+            }
+            *self = Sparse::of(&slots);
+        }
+    }
+}
+
+/// The memo, in pages: with a streaming hook a page whose slots were all stored is shrunk to
+/// the slots whose objects were not consumed, so the memo of a long trace holds its live values
+/// only (frames, strings, the tags of dropped frame lists: a slot each), not a slot per consumed
+/// entry.
+struct Memo {
+    pages: Vec<Option<Page>>,
+    /// Filled slots (Python's `len(memo)`).
+    count: usize,
+    /// Shrink pages (streaming only: without a hook nothing is ever consumed).
+    compact: bool,
+    held: usize,
+    peak: usize,
+}
+
+impl Memo {
+    fn new(compact: bool) -> Memo {
+        Memo {
+            pages: Vec::new(),
+            count: 0,
+            compact,
+            held: 0,
+            peak: 0,
+        }
+    }
+
+    /// The value in slot `index`: `None` when nothing was stored there, [`DEAD`] when its
+    /// object was consumed.
+    #[inline]
+    fn get(&self, index: usize) -> Option<&Value> {
+        match self.pages.get(index / PAGE) {
+            Some(Some(Page::Dense { slots, .. })) => slots[index % PAGE].as_ref(),
+            Some(Some(Page::Sparse(sparse))) => match sparse.position(index % PAGE) {
+                Ok(i) => Some(&sparse.values[i]),
+                Err(_) => Some(&DEAD),
+            },
+            _ => None,
+        }
+    }
+
+    /// Stores `value` at `index` (bounded by the caller).
+    fn put(&mut self, index: usize, value: Value) {
+        let (page, slot) = (index / PAGE, index % PAGE);
+        if page >= self.pages.len() {
+            self.pages.resize_with(page + 1, || None);
+        }
+        let entry = self.pages[page].get_or_insert_with(|| {
+            self.held += PAGE;
+            self.peak = self.peak.max(self.held);
+            Page::Dense {
+                slots: vec![None; PAGE].into_boxed_slice(),
+                filled: 0,
+                live: 0,
+            }
+        });
+        match entry {
+            Page::Dense {
+                slots,
+                filled,
+                live,
+            } => match slots[slot].replace(value) {
+                None => {
+                    self.count += 1;
+                    *filled += 1;
+                    *live += 1;
+                }
+                Some(DEAD) => *live += 1,
+                Some(_) => {}
+            },
+            Page::Sparse(sparse) => {
+                self.held -= sparse.held();
+                sparse.set(slot, value);
+                self.held += sparse.held();
+                self.peak = self.peak.max(self.held);
+            }
+        }
+        self.shrink(page);
+    }
+
+    /// The slot at `index` held object `id`, which was dropped: it now holds `replacement`
+    /// ([`DEAD`], or the object's tag).
+    fn replace(&mut self, index: usize, id: ObjId, replacement: Value) {
+        let (page, slot) = (index / PAGE, index % PAGE);
+        match self.pages.get_mut(page) {
+            Some(Some(Page::Dense { slots, live, .. })) if slots[slot] == Some(Value::Obj(id)) => {
+                slots[slot] = Some(replacement);
+                if replacement == DEAD {
+                    *live -= 1;
+                }
+            }
+            Some(Some(Page::Sparse(sparse))) => {
+                if let Ok(i) = sparse.position(slot) {
+                    if sparse.values[i] == Value::Obj(id) {
+                        if replacement == DEAD {
+                            self.held -= sparse.held();
+                            sparse.kill(i);
+                            self.held += sparse.held();
+                        } else {
+                            sparse.values[i] = replacement;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.shrink(page);
+    }
+
+    /// A full page of which a quarter or more was consumed becomes sparse.
+    fn shrink(&mut self, page: usize) {
+        if !self.compact {
+            return;
+        }
+        let Some(Some(Page::Dense {
+            slots,
+            filled,
+            live,
+        })) = self.pages.get(page)
+        else {
+            return;
+        };
+        if usize::from(*filled) < PAGE || usize::from(*live) * 4 >= PAGE {
+            return;
+        }
+        let sparse = Sparse::of(slots);
+        self.held = self.held - PAGE + sparse.held();
+        self.pages[page] = Some(Page::Sparse(Box::new(sparse)));
+    }
+}
+
 /// The pickle stack machine.
-struct Machine<'a, 'h> {
-    data: &'a [u8],
-    /// Streaming (crate::stream): the hook, per-object flags and memo slot, reusable ids.
+struct Machine<'a, 'h, I> {
+    input: I,
+    /// Streaming (crate::stream): the hook, per-object flags, memo slot and holders (values on
+    /// the stack, in containers, or kept by the hook; the memo does not count), reusable ids.
     hook: Option<&'h mut dyn Hook<'a>>,
     flags: Vec<u8>,
     memo_slot: Vec<u32>,
+    holders: Vec<u32>,
     free_ids: Vec<ObjId>,
-    /// Next byte to read.
-    pos: usize,
+    /// Ids dropped since the hook was last told.
+    released: Vec<ObjId>,
     /// Offset and byte of the opcode being executed.
     at: usize,
     op: u8,
     /// The value stack; MARKs are positions in it.
     stack: Vec<Value>,
     marks: Vec<usize>,
-    /// Memo slots by index; `memo_count` is the number of filled slots (Python's `len(memo)`).
-    memo: Vec<Option<Value>>,
-    memo_count: usize,
+    memo: Memo,
     arena: Arena<'a>,
     /// Per object: it has been placed inside a container, so it may no longer be modified.
     placed: Vec<bool>,
@@ -135,52 +405,68 @@ struct Machine<'a, 'h> {
     opcodes: usize,
     /// Strings that were not valid UTF-8: how many, and the offset of the first.
     invalid_utf8: Option<(usize, usize)>,
+    released_total: usize,
 }
 
-impl<'a, 'h> Machine<'a, 'h> {
-    fn new(data: &'a [u8], hook: Option<&'h mut dyn Hook<'a>>) -> Self {
-        // Every object costs at least two bytes of pickle, so these capacities are bounded by
-        // the file size and spare the vectors most of their regrowth copies.
-        let objects = data.len() / 8;
+impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
+    fn new(input: I, hook: Option<&'h mut dyn Hook<'a>>) -> Self {
+        // Every object costs at least two bytes of pickle, so without a hook these capacities
+        // are bounded by the input's size and spare the vectors most of their regrowth copies.
+        // A hook keeps the arena small: it grows as needed.
         let streaming = hook.is_some();
+        let objects = if streaming { 1 << 12 } else { input.len() / 8 };
         let side = if streaming { objects } else { 0 };
         Machine {
-            data,
+            input,
             hook,
             flags: Vec::with_capacity(side),
             memo_slot: Vec::with_capacity(side),
+            holders: Vec::with_capacity(side),
             free_ids: Vec::new(),
-            pos: 0,
+            released: Vec::new(),
             at: 0,
             op: 0,
             stack: Vec::new(),
             marks: Vec::new(),
-            memo: Vec::with_capacity(objects),
-            memo_count: 0,
+            memo: Memo::new(streaming),
             arena: Arena::with_capacity(objects),
             placed: Vec::with_capacity(objects),
             height: Vec::with_capacity(objects),
             protocol: 0,
             opcodes: 0,
             invalid_utf8: None,
+            released_total: 0,
         }
     }
 
     fn run(mut self) -> Result<Decoded<'a>, DecodeError> {
-        while let Some(&byte) = self.data.get(self.pos) {
-            self.at = self.pos;
+        let len = self.input.len();
+        let head = self.input.peek(PREVIEW_BYTES).map_err(|e| io_error(0, e))?;
+        if head.first() != Some(&op::PROTO) {
+            return Err(DecodeError {
+                offset: 0,
+                reason: format!("not a pickle ({})", preview(head, len)),
+            });
+        }
+        loop {
+            self.at = self.input.pos();
+            let byte = match self.input.byte() {
+                Ok(Some(byte)) => byte,
+                Ok(None) => {
+                    return Err(DecodeError {
+                        offset: len as u64,
+                        reason: "truncated: the pickle ends without a STOP opcode".to_string(),
+                    })
+                }
+                Err(e) => return Err(io_error(self.at, e)),
+            };
             self.op = byte;
-            self.pos += 1;
             self.opcodes += 1;
             if byte == op::STOP {
                 return self.finish();
             }
             self.execute()?;
         }
-        Err(DecodeError {
-            offset: self.data.len() as u64,
-            reason: "truncated: the pickle ends without a STOP opcode".to_string(),
-        })
     }
 
     fn finish(mut self) -> Result<Decoded<'a>, DecodeError> {
@@ -193,7 +479,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             )));
         }
         let mut warnings = Vec::new();
-        let trailing = self.data.len() - self.pos;
+        let trailing = self.input.len() - self.input.pos();
         if trailing > 0 {
             warnings.push(format!(
                 "{trailing} bytes after the STOP opcode at byte offset {} were ignored",
@@ -206,11 +492,17 @@ impl<'a, 'h> Machine<'a, 'h> {
                  sequences were replaced by U+FFFD"
             ));
         }
+        let stats = Stats {
+            objects: self.arena.len(),
+            memo_slots: self.memo.peak,
+            released: self.released_total,
+        };
         Ok(Decoded {
             arena: self.arena,
             root,
             protocol: self.protocol,
             warnings,
+            stats,
         })
     }
 
@@ -228,7 +520,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             op::FRAME => {
                 // Only a read-ahead hint: validated, never used to allocate.
                 let length = self.uint(8)?;
-                let left = self.data.len() - self.pos;
+                let left = self.left();
                 if length > left as u64 {
                     return Err(self.error(format!(
                         "claims a frame of {length} bytes but only {left} bytes remain (truncated)"
@@ -243,18 +535,26 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::POP => {
                 if self.stack.len() > self.frame_start() {
-                    self.stack.pop();
+                    if let Some(value) = self.stack.pop() {
+                        self.unhold(value);
+                    }
                 } else {
                     self.mark_start()?;
                 }
             }
             op::POP_MARK => {
                 let start = self.mark_start()?;
+                if self.hook.is_some() {
+                    for i in start..self.stack.len() {
+                        self.unhold(self.stack[i]);
+                    }
+                }
                 self.stack.truncate(start);
             }
             op::DUP => {
                 let top = self.top()?;
                 self.pin(top)?;
+                self.hold(top);
                 self.stack.push(top);
             }
 
@@ -284,18 +584,18 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::INT => {
                 let line = self.line()?;
-                match line {
+                match &line[..] {
                     b"00" => self.stack.push(Value::Bool(false)),
                     b"01" => self.stack.push(Value::Bool(true)),
                     _ => {
-                        let value = self.parse_line::<i128>(line)?;
+                        let value = self.parse_line::<i128>(&line)?;
                         self.push_int(value);
                     }
                 }
             }
             op::LONG => {
                 let line = self.line()?;
-                let digits = line.strip_suffix(b"L").unwrap_or(line);
+                let digits = line.strip_suffix(b"L").unwrap_or(&line);
                 let value = self.parse_line::<i128>(digits)?;
                 self.push_int(value);
             }
@@ -307,7 +607,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::FLOAT => {
                 let line = self.line()?;
-                let value = self.parse_line::<f64>(line)?;
+                let value = self.parse_line::<f64>(&line)?;
                 self.stack.push(Value::Float(value));
             }
 
@@ -325,7 +625,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::BINSTRING => {
                 let length = self.int4_length()?;
-                let bytes = self.take(length)?;
+                let bytes = self.keep(length)?;
                 self.push_str(bytes);
             }
             op::SHORT_BINBYTES => {
@@ -383,7 +683,7 @@ impl<'a, 'h> Machine<'a, 'h> {
                 self.push_object(Object::Set(items), height);
             }
 
-            op::MEMOIZE => self.memo_put(self.memo_count)?,
+            op::MEMOIZE => self.memo_put(self.memo.count)?,
             op::BINPUT => {
                 let index = self.uint(1)?;
                 self.memo_put(index as usize)?;
@@ -394,7 +694,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::PUT => {
                 let line = self.line()?;
-                let index = self.parse_line::<usize>(line)?;
+                let index = self.parse_line::<usize>(&line)?;
                 self.memo_put(index)?;
             }
             op::BINGET => {
@@ -407,7 +707,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             op::GET => {
                 let line = self.line()?;
-                let index = self.parse_line::<usize>(line)?;
+                let index = self.parse_line::<usize>(&line)?;
                 self.memo_get(index)?;
             }
 
@@ -462,15 +762,30 @@ impl<'a, 'h> Machine<'a, 'h> {
 
     // Reading operands.
 
+    /// Bytes left after the read position.
     #[inline]
-    fn take(&mut self, length: usize) -> Result<&'a [u8], DecodeError> {
-        let left = self.data.len() - self.pos;
+    fn left(&self) -> usize {
+        self.input.len() - self.input.pos()
+    }
+
+    #[inline]
+    fn take(&mut self, length: usize) -> Result<&[u8], DecodeError> {
+        let left = self.left();
         if length > left {
             return Err(self.truncated(length, left));
         }
-        let bytes = &self.data[self.pos..self.pos + length];
-        self.pos += length;
-        Ok(bytes)
+        let at = self.input.pos();
+        self.input.bytes(length).map_err(|e| io_error(at, e))
+    }
+
+    /// [`Self::take`] for bytes the decoded value keeps.
+    fn keep(&mut self, length: usize) -> Result<Cow<'a, [u8]>, DecodeError> {
+        let left = self.left();
+        if length > left {
+            return Err(self.truncated(length, left));
+        }
+        let at = self.input.pos();
+        self.input.keep(length).map_err(|e| io_error(at, e))
     }
 
     #[cold]
@@ -498,15 +813,15 @@ impl<'a, 'h> Machine<'a, 'h> {
     }
 
     /// A length prefix of `width` bytes followed by that many bytes.
-    fn sized(&mut self, width: usize) -> Result<&'a [u8], DecodeError> {
+    fn sized(&mut self, width: usize) -> Result<Cow<'a, [u8]>, DecodeError> {
         let length = self.uint(width)?;
-        let left = self.data.len() - self.pos;
+        let left = self.left();
         if length > left as u64 {
             return Err(self.error(format!(
                 "claims {length} bytes but only {left} remain (truncated or corrupt)"
             )));
         }
-        self.take(length as usize)
+        self.keep(length as usize)
     }
 
     /// A signed 4-byte length (BINSTRING, LONG4), which must not be negative.
@@ -517,13 +832,18 @@ impl<'a, 'h> Machine<'a, 'h> {
     }
 
     /// A newline-terminated operand of the text opcodes, without the newline.
-    fn line(&mut self) -> Result<&'a [u8], DecodeError> {
-        let rest = &self.data[self.pos..];
-        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-            return Err(self.error("has no terminating newline (truncated)"));
-        };
-        self.pos += end + 1;
-        Ok(&rest[..end])
+    fn line(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let (at, left) = (self.input.pos(), self.left());
+        match self.input.line() {
+            Ok(Some(line)) => Ok(line.to_vec()),
+            Ok(None) if left <= MAX_LINE => {
+                Err(self.error("has no terminating newline (truncated)"))
+            }
+            Ok(None) => Err(self.error(format!(
+                "has no terminating newline within {MAX_LINE} bytes (corrupt)"
+            ))),
+            Err(e) => Err(io_error(at, e)),
+        }
     }
 
     fn parse_line<T: std::str::FromStr>(&self, line: &[u8]) -> Result<T, DecodeError> {
@@ -540,12 +860,16 @@ impl<'a, 'h> Machine<'a, 'h> {
 
     /// A little-endian two's-complement integer of `length` bytes (LONG1, LONG4).
     fn long(&mut self, length: usize) -> Result<(), DecodeError> {
-        let bytes = self.take(length)?;
+        let left = self.left();
+        if length > left {
+            return Err(self.truncated(length, left));
+        }
         if length > MAX_INT_BYTES {
             return Err(self.error(format!(
                 "holds an integer of {length} bytes; at most {MAX_INT_BYTES} bytes are accepted"
             )));
         }
+        let bytes = self.take(length)?;
         let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
         let mut le = if negative { [0xff; 16] } else { [0; 16] };
         le[..length].copy_from_slice(bytes);
@@ -607,16 +931,29 @@ impl<'a, 'h> Machine<'a, 'h> {
         }
     }
 
-    fn push_str(&mut self, bytes: &'a [u8]) {
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => Cow::Borrowed(text),
-            Err(_) => {
-                let (count, first) = self.invalid_utf8.unwrap_or((0, self.at));
-                self.invalid_utf8 = Some((count + 1, first));
-                String::from_utf8_lossy(bytes)
-            }
+    fn push_str(&mut self, bytes: Cow<'a, [u8]>) {
+        let text = match bytes {
+            Cow::Borrowed(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) => Cow::Borrowed(text),
+                Err(_) => {
+                    self.note_invalid_utf8();
+                    String::from_utf8_lossy(bytes)
+                }
+            },
+            Cow::Owned(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Cow::Owned(text),
+                Err(e) => {
+                    self.note_invalid_utf8();
+                    Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned())
+                }
+            },
         };
         self.push_object(Object::Str(text), 0);
+    }
+
+    fn note_invalid_utf8(&mut self) {
+        let (count, first) = self.invalid_utf8.unwrap_or((0, self.at));
+        self.invalid_utf8 = Some((count + 1, first));
     }
 
     fn push_object(&mut self, object: Object<'a>, height: u16) {
@@ -626,6 +963,7 @@ impl<'a, 'h> Machine<'a, 'h> {
             self.height[id] = height;
             self.flags[id] = 0;
             self.memo_slot[id] = NO_SLOT;
+            self.holders[id] = 1;
             self.stack.push(Value::Obj(id));
             return;
         }
@@ -635,11 +973,37 @@ impl<'a, 'h> Machine<'a, 'h> {
         if self.hook.is_some() {
             self.flags.push(0);
             self.memo_slot.push(NO_SLOT);
+            self.holders.push(1);
         }
         self.stack.push(Value::Obj(id));
     }
 
+    /// The nesting height of a value.
+    fn height_of(&self, value: Value) -> u16 {
+        match value {
+            Value::Obj(id) => self.height[id],
+            Value::Tag(tag) => tag.height,
+            _ => 0,
+        }
+    }
+
     // Streaming.
+
+    /// One more holder of `value` (a copy on the stack).
+    #[inline]
+    fn hold(&mut self, value: Value) {
+        if let (Value::Obj(id), true) = (value, self.hook.is_some()) {
+            self.holders[id] += 1;
+        }
+    }
+
+    /// One holder of `value` fewer (a copy dropped from the stack, or its container dropped).
+    #[inline]
+    fn unhold(&mut self, value: Value) {
+        if let (Value::Obj(id), true) = (value, self.hook.is_some()) {
+            self.holders[id] = self.holders[id].saturating_sub(1);
+        }
+    }
 
     /// A copy of `value` is made (DUP, memo read): it may no longer be consumed, and it must not
     /// be a list whose items were taken.
@@ -667,13 +1031,15 @@ impl<'a, 'h> Machine<'a, 'h> {
         ))
     }
 
-    /// Where the value at stack position `pos` sits (see [`Take::place`]).
-    fn place_of(&self, mut pos: usize) -> Option<Vec<(Value, Slot)>> {
-        let mut place = Vec::new();
+    /// Where the value at stack position `pos` sits (see [`Take::place`]), with the range of
+    /// the stack holding what each parent has pending ([`Take::pending`]).
+    #[allow(clippy::type_complexity)]
+    fn place_of(&self, mut pos: usize) -> Option<(Vec<(Value, Slot)>, Vec<Range<usize>>)> {
+        let (mut place, mut pending) = (Vec::new(), Vec::new());
         loop {
             let mark = self.marks.iter().rev().find(|&&m| m <= pos).copied();
             let Some(mark) = mark else {
-                return (pos == 0).then_some(place);
+                return (pos == 0).then_some((place, pending));
             };
             let parent_pos = mark.checked_sub(1)?;
             let parent = self.stack[parent_pos];
@@ -685,13 +1051,20 @@ impl<'a, 'h> Machine<'a, 'h> {
                     (self.arena.object(parent), self.arena.object(below))
                 {
                     place.push((below, Slot::Index(items.len())));
+                    pending.push(pos..pos);
                     pos -= 1;
                     continue;
                 }
             }
             let slot = match self.arena.object(parent)? {
-                Object::Dict(_) if (pos - mark) % 2 == 1 => Slot::Key(self.stack[pos - 1]),
-                Object::List(items) => Slot::Index(items.len() + (pos - mark)),
+                Object::Dict(_) if (pos - mark) % 2 == 1 => {
+                    pending.push(mark..pos - 1);
+                    Slot::Key(self.stack[pos - 1])
+                }
+                Object::List(items) => {
+                    pending.push(mark..pos);
+                    Slot::Index(items.len() + (pos - mark))
+                }
                 _ => return None,
             };
             place.push((parent, slot));
@@ -702,21 +1075,37 @@ impl<'a, 'h> Machine<'a, 'h> {
     /// APPEND(S) onto list `id` of the stack's values from `start` up, offered to the hook.
     /// Returns whether the hook took them (they are then off the stack).
     fn offer(&mut self, id: ObjId, start: usize) -> Result<bool, DecodeError> {
-        let place = self.place_of(start - 1);
+        let (place, pending) = match self.place_of(start - 1) {
+            Some((place, pending)) => (Some(place), pending),
+            None => (None, Vec::new()),
+        };
         let Some(hook) = self.hook.as_mut() else {
             return Ok(false);
         };
-        let (flags, placed) = (&self.flags, &self.placed);
-        let consumable = |id: ObjId| flags[id] & (PINNED | TAKEN | FREED) == 0 && !placed[id];
+        let (flags, placed, memo_slot) = (&self.flags, &self.placed, &self.memo_slot);
+        let consumable = |id: ObjId| {
+            flags[id] & (PINNED | TAKEN | FREED) == 0 && !placed[id] && memo_slot[id] != MANY_SLOTS
+        };
         let mut take = Take {
             arena: &self.arena,
             list: id,
             place: place.as_deref(),
+            pending: &pending,
+            stack: &self.stack,
             items: &self.stack[start..],
             consumable: &consumable,
             consumed: Vec::new(),
+            tags: Vec::new(),
+            frozen: Vec::new(),
         };
-        let taken = match hook.append(&mut take) {
+        let answer = hook.append(&mut take);
+        let (consumed, tags, frozen) = (take.consumed, take.tags, take.frozen);
+        for object in frozen {
+            if object < self.flags.len() {
+                self.flags[object] |= TAKEN;
+            }
+        }
+        let taken = match answer {
             Ok(taken) => taken,
             Err(_) => return Err(self.conflict()),
         };
@@ -726,11 +1115,10 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
             return Ok(false);
         }
-        let consumed = take.consumed;
         self.flags[id] |= TAKEN;
         for &i in &consumed {
             if let Value::Obj(item) = self.stack[start + i] {
-                self.release(item);
+                self.release(item, DEAD);
             }
         }
         for i in start..self.stack.len() {
@@ -741,25 +1129,76 @@ impl<'a, 'h> Machine<'a, 'h> {
             }
         }
         self.stack.truncate(start);
+        // Objects of the consumed items that nothing but the memo holds any more.
+        for (object, tag) in tags {
+            let droppable = object < self.flags.len()
+                && self.flags[object] & (TAKEN | FREED) == 0
+                && self.holders[object] == 0
+                && self.memo_slot[object] != MANY_SLOTS;
+            if droppable {
+                let tag = Value::Tag(Tag {
+                    tag,
+                    height: self.height[object],
+                });
+                self.release(object, tag);
+            }
+        }
+        if !self.released.is_empty() {
+            let released = std::mem::take(&mut self.released);
+            if let Some(hook) = self.hook.as_mut() {
+                hook.released(&released);
+            }
+            self.released = released;
+            self.released.clear();
+        }
         Ok(true)
     }
 
-    /// Drops a consumed object; its id is reused by the next object.
-    fn release(&mut self, id: ObjId) {
-        if self.flags[id] & FREED != 0 {
-            return;
-        }
-        self.arena.replace(id, Object::Tuple(Vec::new()), 0);
-        self.flags[id] = FREED;
-        let slot = self.memo_slot[id];
-        if slot != NO_SLOT && slot != MANY_SLOTS {
-            if let Some(entry) = self.memo.get_mut(slot as usize) {
-                if *entry == Some(Value::Obj(id)) {
-                    *entry = Some(DEAD);
-                }
+    /// Drops object `id` (consumed by the hook, or tagged with `replacement`); its id is reused
+    /// by the next object. Objects it held that nothing else can reach (no holder, no memo
+    /// slot) are dropped with it.
+    fn release(&mut self, id: ObjId, replacement: Value) {
+        let mut work = vec![(id, replacement)];
+        while let Some((id, replacement)) = work.pop() {
+            if self.flags[id] & FREED != 0 {
+                continue;
             }
+            let object = std::mem::replace(self.arena.get_mut(id), Object::Tuple(Vec::new()));
+            let mut lost = |machine: &mut Self, value: Value| {
+                if let Value::Obj(child) = value {
+                    machine.holders[child] = machine.holders[child].saturating_sub(1);
+                    if machine.holders[child] == 0
+                        && machine.memo_slot[child] == NO_SLOT
+                        && machine.flags[child] & (TAKEN | FREED) == 0
+                    {
+                        work.push((child, DEAD));
+                    }
+                }
+            };
+            match &object {
+                Object::Dict(pairs) => {
+                    for &(key, value) in pairs {
+                        lost(self, key);
+                        lost(self, value);
+                    }
+                }
+                Object::List(items) | Object::Tuple(items) | Object::Set(items) => {
+                    for &item in items {
+                        lost(self, item);
+                    }
+                }
+                _ => {}
+            }
+            drop(object);
+            self.flags[id] = FREED;
+            let slot = self.memo_slot[id];
+            if slot != NO_SLOT && slot != MANY_SLOTS {
+                self.memo.replace(slot as usize, id, replacement);
+            }
+            self.free_ids.push(id);
+            self.released.push(id);
+            self.released_total += 1;
         }
-        self.free_ids.push(id);
     }
 
     // Containers.
@@ -769,9 +1208,13 @@ impl<'a, 'h> Machine<'a, 'h> {
     fn place_from(&mut self, start: usize) -> Result<u16, DecodeError> {
         let mut height = 1;
         for item in &self.stack[start..] {
-            if let Value::Obj(id) = *item {
-                self.placed[id] = true;
-                height = height.max(self.height[id] + 1);
+            match *item {
+                Value::Obj(id) => {
+                    self.placed[id] = true;
+                    height = height.max(self.height[id] + 1);
+                }
+                Value::Tag(tag) => height = height.max(tag.height + 1),
+                _ => {}
             }
         }
         if height > MAX_DEPTH {
@@ -815,21 +1258,27 @@ impl<'a, 'h> Machine<'a, 'h> {
         }
         let target = self.stack[start - 1];
         let id = self.container(target)?;
-        if self.hook.is_some() && matches!(self.op, op::APPEND | op::APPENDS) && !self.placed[id] {
-            // The checks of the plain path first, so that streaming accepts the same files.
-            let mut height = 1;
-            for item in &self.stack[start..] {
-                if let Value::Obj(item) = *item {
-                    height = height.max(self.height[item] + 1);
+        let appends = matches!(self.op, op::APPEND | op::APPENDS);
+        if self.hook.is_some() && !self.placed[id] {
+            if !appends && self.flags[id] & TAKEN != 0 {
+                return Err(self.conflict());
+            }
+            if appends {
+                // The checks of the plain path first, so that streaming accepts the same files.
+                let mut height = 1;
+                for item in &self.stack[start..] {
+                    height = height.max(self.height_of(*item) + 1);
                 }
-            }
-            if height > MAX_DEPTH {
-                return Err(self.error(format!("nests containers deeper than {MAX_DEPTH} levels")));
-            }
-            if self.offer(id, start)? {
-                // The list keeps the height of what it would hold, as the plain path does.
-                self.height[id] = self.height[id].max(height);
-                return Ok(());
+                if height > MAX_DEPTH {
+                    return Err(
+                        self.error(format!("nests containers deeper than {MAX_DEPTH} levels"))
+                    );
+                }
+                if self.offer(id, start)? {
+                    // The list keeps the height of what it would hold, as the plain path does.
+                    self.height[id] = self.height[id].max(height);
+                    return Ok(());
+                }
             }
         }
         let height = self.place_from(start)?;
@@ -864,6 +1313,8 @@ impl<'a, 'h> Machine<'a, 'h> {
         };
         match target {
             Value::Obj(id) if self.arena.type_name(target) == expected => Ok(id),
+            // A tagged object stands for a container the hook let go of.
+            Value::Tag(_) => Err(self.conflict()),
             _ => Err(self.error(format!(
                 "needs a {expected} below its values, found {}",
                 a(self.arena.type_name(target))
@@ -880,9 +1331,6 @@ impl<'a, 'h> Machine<'a, 'h> {
         if index > self.opcodes {
             return Err(self.error(format!("uses memo index {index}, which is out of range")));
         }
-        if index >= self.memo.len() {
-            self.memo.resize(index + 1, None);
-        }
         if self.hook.is_some() {
             if let Value::Obj(id) = value {
                 if self.flags[id] & (TAKEN | FREED) != 0 {
@@ -896,23 +1344,30 @@ impl<'a, 'h> Machine<'a, 'h> {
                 };
             }
         }
-        if self.memo[index].replace(value).is_none() {
-            self.memo_count += 1;
-        }
+        self.memo.put(index, value);
         Ok(())
     }
 
     fn memo_get(&mut self, index: usize) -> Result<(), DecodeError> {
-        match self.memo.get(index).copied().flatten() {
-            Some(value) => {
-                self.pin(value)?;
-                self.stack.push(value);
-                Ok(())
+        // Copied from the slot straight onto the stack, then looked at there.
+        match self.memo.get(index) {
+            Some(value) => self.stack.push(*value),
+            None => {
+                return Err(self.error(format!(
+                    "reads memo index {index} before anything was stored there"
+                )))
             }
-            None => Err(self.error(format!(
-                "reads memo index {index} before anything was stored there"
-            ))),
         }
+        if self.hook.is_some() {
+            if let Some(&Value::Obj(id)) = self.stack.last() {
+                if id == usize::MAX || self.flags[id] & (TAKEN | FREED) != 0 {
+                    return Err(self.conflict());
+                }
+                self.flags[id] |= PINNED;
+                self.holders[id] += 1;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -925,19 +1380,44 @@ fn as_pairs(items: &[Value]) -> impl Iterator<Item = (Value, Value)> + '_ {
 mod tests {
     use super::*;
 
+    const MEMOIZE: u8 = op::MEMOIZE;
+
     /// A protocol 4 pickle of `body` followed by STOP.
     fn pickle(body: &[u8]) -> Vec<u8> {
         [b"\x80\x04".as_slice(), body, b"."].concat()
     }
 
-    /// Decodes `body`; the bytes are leaked so the result may borrow them (tests only).
+    /// Decodes `body`; the bytes are leaked so the result may borrow them (tests only). Read
+    /// through a reader (3 bytes at a time), the result is the same.
     fn decode_ok(body: &[u8]) -> Decoded<'static> {
         let data: &'static [u8] = Box::leak(pickle(body).into_boxed_slice());
-        decode(data).unwrap_or_else(|e| panic!("{e:?}"))
+        let decoded = decode(data).unwrap_or_else(|e| panic!("{e:?}"));
+        let read = decode_read(Trickle(data), data.len() as u64, None).expect("read");
+        assert_eq!(format!("{:?}", read.arena), format!("{:?}", decoded.arena));
+        assert_eq!((read.root, read.protocol), (decoded.root, decoded.protocol));
+        assert_eq!(read.warnings, decoded.warnings);
+        decoded
     }
 
+    /// The error decoding `body`, the same through a reader.
     fn decode_err(body: &[u8]) -> DecodeError {
-        decode(&pickle(body)).expect_err("decoding should fail")
+        let data = pickle(body);
+        let err = decode(&data).expect_err("decoding should fail");
+        let read = decode_read(Trickle(&data), data.len() as u64, None).expect_err("read");
+        assert_eq!(read, err);
+        err
+    }
+
+    /// A reader that hands out at most 3 bytes per call.
+    struct Trickle<'d>(&'d [u8]);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(3).min(self.0.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
     }
 
     /// The items of the list at the root.
@@ -1315,5 +1795,168 @@ mod tests {
             "{:?}",
             decoded.warnings
         );
+    }
+
+    /// Takes the dicts appended to `root["t"][k]`, tags the list under their key "f", and
+    /// records the values it sees there.
+    struct TagLists {
+        taken: usize,
+        seen: Vec<Value>,
+        released: usize,
+    }
+
+    impl<'a> Hook<'a> for TagLists {
+        fn append(&mut self, take: &mut Take<'_, 'a>) -> Result<bool, crate::stream::Abort> {
+            let arena = take.arena();
+            match take.place() {
+                Some(&[(_, Slot::Index(_)), (_, Slot::Key(key))])
+                    if arena.str(key) == Some("t") =>
+                {
+                    for i in 0..take.items().len() {
+                        let item = take.items()[i];
+                        let f = arena.dict(item).and_then(|d| d.first()).map(|p| p.1);
+                        if let Some(f) = f {
+                            self.seen.push(f);
+                        }
+                        if take.can_consume(i) {
+                            take.consume(i);
+                            self.taken += 1;
+                            if let Some(f) = f {
+                                take.tag(f, 7);
+                            }
+                        }
+                    }
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+
+        fn released(&mut self, ids: &[ObjId]) {
+            self.released += ids.len();
+        }
+    }
+
+    /// `{"t": [[{"f": [1]}, {"f": <the same list>}, ...]]}` with `pairs` such pairs, every
+    /// object memoized; the items are appended 1 000 at a time, the second of each pair in a
+    /// batch of its own when `split`.
+    fn shared_lists(pairs: usize, split: bool) -> Vec<u8> {
+        let mut body = Vec::new();
+        let mut memo = 0u32;
+        let mut memoize = |body: &mut Vec<u8>| {
+            body.push(MEMOIZE);
+            memo += 1;
+            memo - 1
+        };
+        body.push(b'}');
+        memoize(&mut body);
+        body.extend(b"(\x8c\x01t");
+        memoize(&mut body);
+        body.push(b']');
+        memoize(&mut body);
+        body.push(b']');
+        memoize(&mut body);
+        body.push(b'(');
+        let (mut f_key, mut items) = (None, 0);
+        for _ in 0..pairs {
+            let mut list = 0;
+            for second in [false, true] {
+                body.push(b'}');
+                memoize(&mut body);
+                body.push(b'(');
+                match f_key {
+                    Some(index) => {
+                        body.push(b'j');
+                        body.extend(u32::to_le_bytes(index));
+                    }
+                    None => {
+                        body.extend(b"\x8c\x01f");
+                        f_key = Some(memoize(&mut body));
+                    }
+                }
+                if second {
+                    body.push(b'j');
+                    body.extend(u32::to_le_bytes(list));
+                } else {
+                    body.push(b']');
+                    list = memoize(&mut body);
+                    body.extend(b"(K\x01e");
+                }
+                body.push(b'u');
+                items += 1;
+                if (split && !second) || items % 1000 == 0 {
+                    body.extend(b"e(");
+                }
+            }
+        }
+        body.extend(b"eau");
+        pickle(&body)
+    }
+
+    #[test]
+    fn consumed_items_leave_their_lists_as_tags_and_the_memo_small() {
+        for split in [false, true] {
+            let data = shared_lists(20_000, split);
+            let mut hook = TagLists {
+                taken: 0,
+                seen: Vec::new(),
+                released: 0,
+            };
+            let decoded = decode_with(&data, &mut hook).unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(hook.taken, 40_000);
+            // Every dict and every list dropped, and the hook told of each.
+            assert_eq!(decoded.stats.released, 60_000, "{:?}", decoded.stats);
+            assert_eq!(hook.released, 60_000);
+            // The second of a pair reads its list back: the list itself within one batch, its
+            // tag once the first was consumed in an earlier batch (the list dropped then).
+            let tags = hook
+                .seen
+                .iter()
+                .filter(|v| matches!(v, Value::Tag(Tag { tag: 7, height: 1 })))
+                .count();
+            assert_eq!(tags, if split { 20_000 } else { 0 }, "split {split}");
+            // An APPENDS batch of objects at once (1 000 items, their lists).
+            assert!(decoded.stats.objects < 2_000, "{:?}", decoded.stats);
+            // Without the hook: the same pickle, every object held.
+            let plain = decode(&data).unwrap();
+            assert!(plain.stats.objects > 60_000, "{:?}", plain.stats);
+            assert!(plain.stats.memo_slots > 60_000, "{:?}", plain.stats);
+        }
+    }
+
+    #[test]
+    fn the_memo_drops_the_slots_of_consumed_items() {
+        // {"t": [[{}, {}, ...]]}: 200 000 memoized dicts, appended 1 000 at a time.
+        let mut body = b"}(\x8c\x01t]](".to_vec();
+        for i in 1..=200_000 {
+            body.extend(b"}\x94");
+            if i % 1000 == 0 {
+                body.extend(b"e(");
+            }
+        }
+        body.extend(b"eau");
+        let data = pickle(&body);
+        let (decoded, taken) = {
+            let mut hook = TakeAll(0);
+            let decoded = decode_with(&data, &mut hook).unwrap_or_else(|e| panic!("{e:?}"));
+            (decoded, hook.0)
+        };
+        assert_eq!(taken, 200_000);
+        assert!(decoded.stats.objects < 1_100, "{:?}", decoded.stats);
+        // A page or two being filled; the full ones are dropped.
+        assert!(decoded.stats.memo_slots <= 3 * PAGE, "{:?}", decoded.stats);
+        // Reading a dropped slot back is a conflict, not "never stored".
+        let mut read_back = body[..body.len() - 3].to_vec();
+        read_back.extend(b"ej\x05\x00\x00\x000au");
+        let mut hook = TakeAll(0);
+        let err = decode_with(&pickle(&read_back), &mut hook).expect_err("conflict");
+        assert!(err.reason.contains(STREAM_CONFLICT), "{}", err.reason);
+    }
+
+    #[test]
+    fn an_item_memoized_twice_is_not_consumed() {
+        // [[{} stored at memo 0 and memo 1]]: its slots cannot both be tracked.
+        let (result, taken) = decode_taking(b"}(\x8c\x01t]](}\x94q\x01eau");
+        assert_eq!((result.is_ok(), taken), (true, 0));
     }
 }

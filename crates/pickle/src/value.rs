@@ -1,7 +1,8 @@
 //! The decoded pickle: scalars inline, everything else an object in an arena addressed by id.
 //! A memo-shared value (a frame dict, a frame list, a string) is one object however often it is
 //! referenced, so it is stored once and later code can recognise it by identity. Strings and
-//! bytes borrow from the pickle's bytes; only a string that is not valid UTF-8 is copied.
+//! bytes borrow from the pickle's bytes when it is held in memory (only a string that is not
+//! valid UTF-8 is copied), and are copied out of a pickle read from a file.
 
 use std::borrow::Cow;
 
@@ -16,6 +17,19 @@ pub enum Value {
     Int(i64),
     Float(f64),
     Obj(ObjId),
+    /// An object a streaming hook read and let go (crate::stream): the memo then hands out this
+    /// tag instead of the object. Only a decode with a hook that tags objects produces it.
+    Tag(Tag),
+}
+
+/// What stands for an object a streaming hook let go of: the hook's tag, and the nesting
+/// height the object had. Aligned as the other payloads of [`Value`], which then copies as two
+/// words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, align(8))]
+pub struct Tag {
+    pub tag: u32,
+    pub height: u16,
 }
 
 /// A value that is not a scalar; `'a` is the lifetime of the pickle's bytes.
@@ -26,7 +40,7 @@ pub enum Object<'a> {
     /// Borrowed from the pickle, or a lossy copy of a string that is not valid UTF-8.
     Str(Cow<'a, str>),
     /// `bytes` or `bytearray`.
-    Bytes(&'a [u8]),
+    Bytes(Cow<'a, [u8]>),
     List(Vec<Value>),
     Tuple(Vec<Value>),
     /// Items in pickle order; with a repeated key the last item wins, as in Python.
@@ -128,6 +142,7 @@ impl<'a> Arena<'a> {
             Value::Bool(_) => "bool",
             Value::Int(_) => "int",
             Value::Float(_) => "float",
+            Value::Tag(_) => "streamed value",
             Value::Obj(id) => match self.get(id) {
                 Object::BigInt(_) => "int",
                 Object::Str(_) => "str",

@@ -1,5 +1,6 @@
 //! Compares the snap_* tables of two datasets (or of folders written by
-//! examples/snapshot_ingest.rs) row for row, in stored order, and the schemas:
+//! examples/snapshot_ingest.rs) row for row, in stored order (files in path order, `rank=R`
+//! folders included), and the schemas:
 //!
 //!     cargo run -p memq-snapshot --example compare_tables -- DATASET_A DATASET_B
 //!
@@ -11,13 +12,21 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+/// The Parquet files under `dir` (a table folder, with its `rank=R` folders), in path order.
+fn parquet_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            parquet_files(&path, files);
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            files.push(path);
+        }
+    }
+}
+
 fn table(dir: &Path, name: &str) -> Option<RecordBatch> {
-    let mut files: Vec<_> = std::fs::read_dir(dir.join(name))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .collect();
+    let mut files = Vec::new();
+    parquet_files(&dir.join(name), &mut files);
     files.sort();
     let schema = memq_snapshot::schema::tables()
         .into_iter()

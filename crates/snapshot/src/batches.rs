@@ -17,7 +17,6 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use memq_core::catalog::TableDef;
 use memq_core::error::Result;
-use memq_pickle::value::Arena;
 
 use crate::frames::Frame;
 use crate::schema;
@@ -29,11 +28,11 @@ pub const BATCH_ROWS: usize = 128 * 1024;
 /// Text bytes of one batch (all its text columns together) beyond which it is cut.
 pub const BATCH_TEXT_BYTES: usize = 128 << 20;
 
-/// The batches of one table (none when it has no rows).
+/// The batches of one table but snap_traces, whose rows leave through a
+/// [`crate::traces::TraceSink`] (none when it has no rows).
 pub fn table_batches(
     snapshot: &str,
     rows: &Rows,
-    arena: &Arena,
     table: &TableDef,
     limit: usize,
     mut emit: impl FnMut(RecordBatch) -> Result<()>,
@@ -43,7 +42,7 @@ pub fn table_batches(
     match table.name {
         schema::SEGMENTS => {
             let r = &rows.segments;
-            for range in chunks(r.len(), limit, |i| {
+            for range in chunks(r.len(), BATCH_ROWS, limit, |i| {
                 name + text(&r[i].segment_type) + text(&r[i].extra_json)
             }) {
                 emit(segments(table, snapshot, &r[range])?)?;
@@ -51,27 +50,17 @@ pub fn table_batches(
         }
         schema::BLOCKS => {
             let r = &rows.blocks;
-            for range in chunks(r.len(), limit, |i| {
+            for range in chunks(r.len(), BATCH_ROWS, limit, |i| {
                 name + text(&r[i].state) + text(&r[i].user_metadata) + text(&r[i].extra_json)
             }) {
                 emit(blocks(table, snapshot, &r[range])?)?;
             }
         }
-        schema::TRACES => {
-            let t = &rows.traces;
-            for range in chunks(t.len(), limit, |i| {
-                let rare = t.rare(i).map_or(0, |r| {
-                    text(&r.compile_context) + text(&r.user_metadata) + text(&r.extra_json)
-                });
-                name + t.action(arena, i).map_or(0, str::len) + rare
-            }) {
-                emit(traces(table, snapshot, t, arena, range)?)?;
-            }
-        }
+        schema::TRACES => {}
         schema::FRAMES => {
             let frames: Vec<_> = rows.stacks.rows().collect();
             let len = |t: Option<&str>| t.map_or(0, str::len);
-            for range in chunks(frames.len(), limit, |i| {
+            for range in chunks(frames.len(), BATCH_ROWS, limit, |i| {
                 let f = frames[i].2;
                 name + len(f.name()) + len(f.filename()) + len(f.extra_json())
             }) {
@@ -80,7 +69,7 @@ pub fn table_batches(
         }
         _ => {
             let r = &rows.info;
-            for range in chunks(r.len(), limit, |i| {
+            for range in chunks(r.len(), BATCH_ROWS, limit, |i| {
                 name + r[i].section.len() + r[i].key.len() + text(&r[i].value) + 8
             }) {
                 emit(info(table, snapshot, &r[range])?)?;
@@ -90,14 +79,20 @@ pub fn table_batches(
     Ok(())
 }
 
-/// Consecutive row ranges of at most [`BATCH_ROWS`] rows and `limit` text bytes (a single row
-/// over the limit is a batch of its own).
-fn chunks(rows: usize, limit: usize, bytes: impl Fn(usize) -> usize) -> Vec<Range<usize>> {
+/// Consecutive row ranges of at most `max_rows` rows and `limit` text bytes (a single row over
+/// the limit is a batch of its own). [`crate::traces::TraceSink`] cuts a streamed trace the
+/// same way.
+pub fn chunks(
+    rows: usize,
+    max_rows: usize,
+    limit: usize,
+    bytes: impl Fn(usize) -> usize,
+) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut size) = (0, 0usize);
     for i in 0..rows {
         let b = bytes(i);
-        if i > start && (i - start >= BATCH_ROWS || size.saturating_add(b) > limit) {
+        if i > start && (i - start >= max_rows || size.saturating_add(b) > limit) {
             out.push(start..i);
             (start, size) = (i, 0);
         }
@@ -150,11 +145,11 @@ fn blocks(table: &TableDef, snapshot: &str, rows: &[BlockRow]) -> Result<RecordB
     build(table, snapshot, rows.len(), column)
 }
 
-fn traces(
+/// Rows `range` of `t` as a batch of snap_traces.
+pub fn traces(
     table: &TableDef,
     snapshot: &str,
     t: &TraceColumns,
-    arena: &Arena,
     range: Range<usize>,
 ) -> Result<RecordBatch> {
     let rows = range.clone();
@@ -170,23 +165,17 @@ fn traces(
         }
         ints(rows.clone().map(|i| t.rare(i).and_then(f)))
     };
-    let rare_text = |f: fn(&crate::traces::Rare) -> Option<&str>| {
-        if !any_rare {
-            return new_null_array(&DataType::Utf8, rows.len());
-        }
-        texts(rows.clone().map(|i| t.rare(i).and_then(f)))
-    };
     let column = |name: &str| match name {
         "device" => ints(rows.clone().map(|i| Some(i64::from(t.device[i])))),
         "seq" => ints(rows.clone().map(|i| Some(i64::from(t.seq[i])))),
-        "action" => texts(rows.clone().map(|i| t.action(arena, i))),
+        "action" => texts(rows.clone().map(|i| t.action(i))),
         "addr" => uints(rows.clone().map(|i| t.addr.get(i))),
         "device_free" => rare(|r| r.device_free),
         "size" => ints(rows.clone().map(|i| t.size.get(i))),
         "stream" => ints(rows.clone().map(|i| t.stream.get(i))),
         "time_us" => ints(rows.clone().map(|i| t.time_us.get(i))),
-        "compile_context" => rare_text(|r| r.compile_context.as_deref()),
-        "user_metadata" => rare_text(|r| r.user_metadata.as_deref()),
+        "compile_context" => texts(rows.clone().map(|i| t.compile_context(i))),
+        "user_metadata" => texts(rows.clone().map(|i| t.user_metadata(i))),
         "pool_id_0" => rare(|r| r.pool_id.0),
         "pool_id_1" => rare(|r| r.pool_id.1),
         "stack_id" => ints(
@@ -194,7 +183,15 @@ fn traces(
                 .map(|i| (t.stack_id[i] != 0).then(|| i64::from(t.stack_id[i]))),
         ),
         "forward_stack_id" => rare(|r| r.forward_stack_id),
-        "extra_json" => rare_text(|r| r.extra_json.as_deref()),
+        "extra_json" => {
+            if !any_rare {
+                return new_null_array(&DataType::Utf8, rows.len());
+            }
+            texts(
+                rows.clone()
+                    .map(|i| t.rare(i).and_then(|r| r.extra_json.as_deref())),
+            )
+        }
         other => unreachable!("snap_traces has no column {other}"),
     };
     build(table, snapshot, range.len(), column)
@@ -273,16 +270,19 @@ mod tests {
 
     #[test]
     fn chunks_cut_by_rows_and_by_bytes() {
-        assert_eq!(chunks(0, 100, |_| 1), Vec::<Range<usize>>::new());
-        assert_eq!(chunks(5, 100, |_| 10), vec![0..5]);
-        assert_eq!(chunks(5, 25, |_| 10), vec![0..2, 2..4, 4..5]);
+        assert_eq!(
+            chunks(0, BATCH_ROWS, 100, |_| 1),
+            Vec::<Range<usize>>::new()
+        );
+        assert_eq!(chunks(5, BATCH_ROWS, 100, |_| 10), vec![0..5]);
+        assert_eq!(chunks(5, BATCH_ROWS, 25, |_| 10), vec![0..2, 2..4, 4..5]);
         // A row over the limit stands alone.
         assert_eq!(
-            chunks(3, 25, |i| if i == 1 { 100 } else { 1 }),
+            chunks(3, BATCH_ROWS, 25, |i| if i == 1 { 100 } else { 1 }),
             vec![0..1, 1..2, 2..3]
         );
         let rows = BATCH_ROWS * 2 + 1;
-        let c = chunks(rows, usize::MAX, |_| 1);
+        let c = chunks(rows, BATCH_ROWS, usize::MAX, |_| 1);
         assert_eq!(
             c,
             vec![

@@ -2,42 +2,42 @@
 //! first-seen order (as the reference converter numbers `call_stacks.id`).
 //!
 //! Snapshots share frame dicts and frame lists heavily through the memo (docs/formats/snapshot.md
-//! §2.3), so both are looked up by object identity first: each shared object is read once.
-
-use std::borrow::Cow;
+//! §2.3), so both are looked up by object identity first: each shared object is read once, and
+//! its text is copied once (frames own their text, so the decoded tree can let go of it). A frame
+//! list the streaming decoder dropped comes back from the memo as a tag: its stack id.
 
 use std::collections::hash_map::Entry;
 
 use foldhash::HashMap;
 
-use crate::json::{BudgetExceeded, Json};
-use memq_pickle::value::{a, Arena, Object, Value};
+use crate::json::{Json, JsonError};
+use memq_pickle::value::{a, Arena, ObjId, Object, Tag, Value};
 
-/// One frame, as the key that makes two frames the same; text borrows from the decoded pickle.
+/// One frame, as the key that makes two frames the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Frame<'a> {
+pub enum Frame {
     /// A dict frame (the real format): `name`, `filename`, `line`, other keys as JSON.
     Fields {
-        name: Option<&'a str>,
-        filename: Option<&'a str>,
+        name: Option<Box<str>>,
+        filename: Option<Box<str>>,
         line: Option<i128>,
         extra_json: Option<String>,
     },
     /// A text frame, kept verbatim (or the JSON text of a frame that is neither dict nor text).
-    Text(Cow<'a, str>),
+    Text(Box<str>),
 }
 
-impl<'a> Frame<'a> {
+impl Frame {
     pub fn name(&self) -> Option<&str> {
         match self {
-            Frame::Fields { name, .. } => *name,
+            Frame::Fields { name, .. } => name.as_deref(),
             Frame::Text(text) => Some(split_text(text).map_or(text.as_ref(), |(_, _, name)| name)),
         }
     }
 
     pub fn filename(&self) -> Option<&str> {
         match self {
-            Frame::Fields { filename, .. } => *filename,
+            Frame::Fields { filename, .. } => filename.as_deref(),
             Frame::Text(text) => split_text(text).map(|(filename, _, _)| filename),
         }
     }
@@ -79,42 +79,58 @@ fn split_text(text: &str) -> Option<(&str, &str, &str)> {
 const UNSEEN: u32 = u32::MAX;
 
 /// All stacks of one snapshot.
-pub struct Stacks<'a> {
+#[derive(Default)]
+pub struct Stacks {
     /// Per object of the arena, when it was read as a frame list: its stack id, 0 for an empty
     /// list, [`UNSEEN`] otherwise. Dense tables, since a real snapshot looks up about a million
-    /// shared frames.
+    /// shared frames; they grow with the arena and forget the objects it drops.
     by_list: Vec<u32>,
     /// Per object, when it was read as a frame (dict or string): its index into `frames`.
     by_frame_object: Vec<u32>,
-    by_frame: HashMap<Frame<'a>, u32>,
-    frames: Vec<Frame<'a>>,
+    by_frame: HashMap<Frame, u32>,
+    frames: Vec<Frame>,
     by_content: HashMap<Vec<u32>, u32>,
     /// Frame indexes of each stack, innermost first; stack id = position + 1.
     stacks: Vec<Vec<u32>>,
 }
 
-impl<'a> Stacks<'a> {
-    /// The stacks of a snapshot decoded into `arena`.
-    pub fn new(arena: &Arena<'_>) -> Stacks<'a> {
-        Stacks {
-            by_list: vec![UNSEEN; arena.len()],
-            by_frame_object: vec![UNSEEN; arena.len()],
-            by_frame: HashMap::default(),
-            frames: Vec::new(),
-            by_content: HashMap::default(),
-            stacks: Vec::new(),
+impl Stacks {
+    /// The stack id (0 for an empty list) of frame list `list`, when it was interned.
+    pub fn id_of(&self, list: Value) -> Option<u32> {
+        match list {
+            Value::Obj(id) => self.by_list.get(id).copied().filter(|&s| s != UNSEEN),
+            _ => None,
+        }
+    }
+
+    /// The objects with these ids were dropped from the arena: their ids will name others.
+    pub fn forget(&mut self, ids: &[ObjId]) {
+        for &id in ids {
+            if let Some(known) = self.by_list.get_mut(id) {
+                *known = UNSEEN;
+            }
+            if let Some(known) = self.by_frame_object.get_mut(id) {
+                *known = UNSEEN;
+            }
         }
     }
 
     /// The stack id of a frame list; `None` for a missing, `None` or empty list. Anything odd is
-    /// described in `problems`.
+    /// described in `problems`. A tag stands for a list interned before (its stack id, 0 for an
+    /// empty list).
     pub fn intern(
         &mut self,
-        arena: &'a Arena<'_>,
+        arena: &Arena<'_>,
         json: &mut Json,
         frames: Value,
         problems: &mut Vec<String>,
-    ) -> Result<Option<i64>, BudgetExceeded> {
+    ) -> Result<Option<i64>, JsonError> {
+        if let Value::Tag(Tag { tag, .. }) = frames {
+            if tag as usize > self.stacks.len() {
+                return Err(JsonError::Streamed);
+            }
+            return Ok((tag != 0).then_some(i64::from(tag)));
+        }
         let (Value::Obj(list), Some(items)) = (frames, arena.sequence(frames)) else {
             if frames != Value::None {
                 problems.push(format!(
@@ -124,7 +140,7 @@ impl<'a> Stacks<'a> {
             }
             return Ok(None);
         };
-        let known = self.by_list[list];
+        let known = self.by_list.get(list).copied().unwrap_or(UNSEEN);
         if known != UNSEEN {
             return Ok((known != 0).then_some(i64::from(known)));
         }
@@ -143,32 +159,36 @@ impl<'a> Stacks<'a> {
                 }
             }
         };
+        if self.by_list.len() <= list {
+            self.by_list.resize(arena.len().max(list + 1), UNSEEN);
+        }
         self.by_list[list] = stack_id;
         Ok((stack_id != 0).then_some(i64::from(stack_id)))
     }
 
     fn frame(
         &mut self,
-        arena: &'a Arena<'_>,
+        arena: &Arena<'_>,
         json: &mut Json,
         value: Value,
         problems: &mut Vec<String>,
-    ) -> Result<u32, BudgetExceeded> {
+    ) -> Result<u32, JsonError> {
         if let Value::Obj(id) = value {
-            let known = self.by_frame_object[id];
+            let known = self.by_frame_object.get(id).copied().unwrap_or(UNSEEN);
             if known != UNSEEN {
                 return Ok(known);
             }
         }
-        let frame = match arena.object(value) {
-            Some(Object::Dict(items)) => fields(arena, json, items, problems)?,
-            Some(Object::Str(text)) => Frame::Text(Cow::Borrowed(text.as_ref())),
+        let frame = match (value, arena.object(value)) {
+            (Value::Tag(_), _) => return Err(JsonError::Streamed),
+            (_, Some(Object::Dict(items))) => fields(arena, json, items, problems)?,
+            (_, Some(Object::Str(text))) => Frame::Text(text.as_ref().into()),
             _ => {
                 problems.push(format!(
                     "a frame is {}; kept as its JSON text",
                     a(arena.type_name(value))
                 ));
-                Frame::Text(Cow::Owned(json.value(arena, value)?))
+                Frame::Text(json.value(arena, value)?.into())
             }
         };
         let index = match self.by_frame.entry(frame) {
@@ -179,13 +199,16 @@ impl<'a> Stacks<'a> {
             }
         };
         if let Value::Obj(id) = value {
+            if self.by_frame_object.len() <= id {
+                self.by_frame_object.resize(arena.len().max(id + 1), UNSEEN);
+            }
             self.by_frame_object[id] = index;
         }
         Ok(index)
     }
 
     /// Every frame of every stack: (stack id, depth, frame), by stack id then depth.
-    pub fn rows(&self) -> impl Iterator<Item = (i64, i64, &Frame<'a>)> {
+    pub fn rows(&self) -> impl Iterator<Item = (i64, i64, &Frame)> {
         self.stacks.iter().enumerate().flat_map(move |(i, stack)| {
             stack.iter().enumerate().map(move |(depth, &frame)| {
                 (i as i64 + 1, depth as i64, &self.frames[frame as usize])
@@ -195,15 +218,18 @@ impl<'a> Stacks<'a> {
 }
 
 /// A dict frame.
-fn fields<'a>(
-    arena: &'a Arena<'_>,
+fn fields(
+    arena: &Arena<'_>,
     json: &mut Json,
     items: &[(Value, Value)],
     problems: &mut Vec<String>,
-) -> Result<Frame<'a>, BudgetExceeded> {
+) -> Result<Frame, JsonError> {
     let (mut name, mut filename, mut line) = (None, None, None);
     let mut extra = Vec::new();
     for &(key, value) in items {
+        if matches!(value, Value::Tag(_)) || matches!(key, Value::Tag(_)) {
+            return Err(JsonError::Streamed);
+        }
         match arena.str(key) {
             Some("name") => name = frame_text(arena, "name", value, problems),
             Some("filename") => filename = frame_text(arena, "filename", value, problems),
@@ -236,12 +262,12 @@ fn fields<'a>(
     })
 }
 
-fn frame_text<'a>(
-    arena: &'a Arena<'_>,
+fn frame_text(
+    arena: &Arena<'_>,
     key: &str,
     value: Value,
     problems: &mut Vec<String>,
-) -> Option<&'a str> {
+) -> Option<Box<str>> {
     let text = arena.str(value);
     if text.is_none() && value != Value::None {
         problems.push(format!(
@@ -249,7 +275,7 @@ fn frame_text<'a>(
             a(arena.type_name(value))
         ));
     }
-    text
+    text.map(Box::from)
 }
 
 #[cfg(test)]

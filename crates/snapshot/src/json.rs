@@ -14,9 +14,15 @@ pub struct Json {
     left: usize,
 }
 
-/// The budget ran out: the snapshot's values expand beyond any plausible size.
-#[derive(Debug)]
-pub struct BudgetExceeded;
+/// Why a value has no JSON text.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JsonError {
+    /// The budget ran out: the snapshot's values expand beyond any plausible size.
+    Budget,
+    /// The value holds an object the streaming decoder let go of ([`Value::Tag`]): only the
+    /// plain decoder can tell what it was.
+    Streamed,
+}
 
 impl Json {
     pub fn with_budget(bytes: usize) -> Self {
@@ -25,7 +31,7 @@ impl Json {
 
     /// One value as JSON. Tuples and sets become arrays, bytes a hex string, non-finite floats
     /// `null`, and dict keys that are not strings the string of their JSON text.
-    pub fn value(&mut self, arena: &Arena, value: Value) -> Result<String, BudgetExceeded> {
+    pub fn value(&mut self, arena: &Arena, value: Value) -> Result<String, JsonError> {
         let mut out = String::new();
         self.write(&mut out, arena, value)?;
         self.spend(&out)?;
@@ -33,25 +39,21 @@ impl Json {
     }
 
     /// Some items of a dict as a JSON object.
-    pub fn object(
-        &mut self,
-        arena: &Arena,
-        items: &[(Value, Value)],
-    ) -> Result<String, BudgetExceeded> {
+    pub fn object(&mut self, arena: &Arena, items: &[(Value, Value)]) -> Result<String, JsonError> {
         let mut out = String::new();
         self.write_object(&mut out, arena, items)?;
         self.spend(&out)?;
         Ok(out)
     }
 
-    fn spend(&mut self, out: &str) -> Result<(), BudgetExceeded> {
-        self.left = self.left.checked_sub(out.len()).ok_or(BudgetExceeded)?;
+    fn spend(&mut self, out: &str) -> Result<(), JsonError> {
+        self.left = self.left.checked_sub(out.len()).ok_or(JsonError::Budget)?;
         Ok(())
     }
 
-    fn write(&self, out: &mut String, arena: &Arena, value: Value) -> Result<(), BudgetExceeded> {
+    fn write(&self, out: &mut String, arena: &Arena, value: Value) -> Result<(), JsonError> {
         if out.len() > self.left {
-            return Err(BudgetExceeded);
+            return Err(JsonError::Budget);
         }
         match value {
             Value::None => out.push_str("null"),
@@ -61,6 +63,7 @@ impl Json {
                 let _ = write!(out, "{f:?}");
             }
             Value::Float(_) => out.push_str("null"),
+            Value::Tag(_) => return Err(JsonError::Streamed),
             Value::Obj(id) => match arena.get(id) {
                 Object::BigInt(i) => write_display(out, i),
                 Object::Str(s) => write_str(out, s),
@@ -92,7 +95,7 @@ impl Json {
         out: &mut String,
         arena: &Arena,
         items: &[(Value, Value)],
-    ) -> Result<(), BudgetExceeded> {
+    ) -> Result<(), JsonError> {
         out.push('{');
         for (i, (key, value)) in items.iter().enumerate() {
             if i > 0 {

@@ -2,12 +2,15 @@
 //! equivalent) into the snap_* tables, as a memq [`Format`]. Format notes:
 //! docs/formats/snapshot.md.
 //!
-//! The route of one pickle: memq-pickle decodes it (data only), with the hook of [`traces`]
-//! turning the trace entries into columns as they are decoded (the bulk of a snapshot never
-//! exists as a tree) → [`tables`] walks the rest of the snapshot structure into rows, with
-//! stacks deduplicated by [`frames`] and structured cells as JSON by [`json`] → [`batches`]
-//! cuts each table into Arrow batches of bounded rows and bytes ([`schema`]) → they are written
-//! as the table files, the trace table beside the others.
+//! The route of one pickle: memq-pickle decodes it (data only) from the file through a bounded
+//! buffer, with the hook of [`traces`] reading the segments and then turning each trace entry
+//! into a row as it is decoded, the rows leaving in bounded batches for the trace table's
+//! writer (the bulk of a snapshot never exists as a tree, nor as rows) → [`tables`] walks the
+//! rest of the snapshot structure into rows, with stacks deduplicated by [`frames`] and
+//! structured cells as JSON by [`json`] → [`batches`] cuts each table into Arrow batches of
+//! bounded rows and bytes ([`schema`]) → they are written as the table files. Memory is bounded
+//! by what the snapshot holds besides its trace (segments, distinct frames and stacks, the
+//! addresses the trace allocated), not by the length of the trace.
 
 mod batches;
 mod frames;
@@ -16,7 +19,7 @@ pub mod schema;
 mod tables;
 mod traces;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -25,71 +28,164 @@ use memq_core::catalog::TableDef;
 use memq_core::dataset::{table_properties, DatasetBuilder, ParallelSink, ParquetSink};
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::format::{Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile};
-use memq_pickle::value::Arena;
+use memq_pickle::stream::STREAM_CONFLICT;
+use memq_pickle::{DecodeError, Decoded};
 
-use crate::tables::Rows;
-use crate::traces::TraceStream;
+use crate::tables::{Builder, Rows};
+use crate::traces::{TraceSink, TraceStream};
 
 /// Reads one snapshot pickle into one batch per snap_* table, each with its definition (in the
 /// order of [`schema::tables`]); `snapshot` is the source name written in every row.
 pub fn read_snapshot(path: &Path, snapshot: &str) -> Result<Vec<(TableDef, RecordBatch)>> {
-    let data = std::fs::read(path).map_err(|e| MemqError::io(path, e))?;
-    read_bytes(path, &data, snapshot)
+    read_whole(path, Data::File(path), snapshot, LIMITS)
 }
 
-/// [`read_snapshot`] on the bytes of `path`.
-fn read_bytes(path: &Path, data: &[u8], snapshot: &str) -> Result<Vec<(TableDef, RecordBatch)>> {
-    read_bytes_with_limit(path, data, snapshot, batches::BATCH_TEXT_BYTES)
+/// Where the bytes of a pickle are.
+#[derive(Clone, Copy)]
+enum Data<'d> {
+    File(&'d Path),
+    /// Held in memory (tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Bytes(&'d [u8]),
 }
 
-/// [`read_bytes`] with batches cut at `limit` text bytes before they are put together.
-fn read_bytes_with_limit(
+/// Most rows and text bytes of one batch.
+type Limits = (usize, usize);
+const LIMITS: Limits = (batches::BATCH_ROWS, batches::BATCH_TEXT_BYTES);
+
+/// Where the trace table's batches go.
+trait TraceOut {
+    fn batch(&mut self, batch: RecordBatch) -> Result<()>;
+    /// Forgets every batch: the pickle is read again.
+    fn reset(&mut self) -> Result<()>;
+}
+
+impl TraceOut for Vec<RecordBatch> {
+    fn batch(&mut self, batch: RecordBatch) -> Result<()> {
+        self.push(batch);
+        Ok(())
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        self.clear();
+        Ok(())
+    }
+}
+
+/// Every snapshot table as one batch: its batches (cut at `limits`) put together.
+fn read_whole(
     path: &Path,
-    data: &[u8],
+    data: Data,
     snapshot: &str,
-    limit: usize,
+    limits: Limits,
 ) -> Result<Vec<(TableDef, RecordBatch)>> {
-    with_rows(path, data, |rows, arena| {
-        whole_tables(snapshot, rows, arena, limit)
-    })
-}
-
-/// Every snapshot table as one batch: its batches (cut at `limit` text bytes) put together.
-fn whole_tables(
-    snapshot: &str,
-    rows: &Rows,
-    arena: &Arena,
-    limit: usize,
-) -> Result<Vec<(TableDef, RecordBatch)>> {
+    let mut trace_batches = Vec::new();
+    let rows = read_rows(path, data, snapshot, limits, &mut trace_batches)?;
     schema::tables()
         .into_iter()
         .map(|table| {
             let mut parts = Vec::new();
-            batches::table_batches(snapshot, rows, arena, &table, limit, |b| {
-                parts.push(b);
-                Ok(())
-            })?;
+            if table.name == schema::TRACES {
+                parts = std::mem::take(&mut trace_batches);
+            } else {
+                batches::table_batches(snapshot, &rows, &table, limits.1, |b| {
+                    parts.push(b);
+                    Ok(())
+                })?;
+            }
             let batch = concat_batches(&table.schema(), &parts)?;
             Ok((table, batch))
         })
         .collect()
 }
 
-/// Decodes the pickle and walks it into rows, then runs `f` on them. The trace entries are
-/// streamed into columns while decoding ([`traces`]); when the file's structure defeats that
-/// (a shared or misplaced trace list, a hostile file) it is decoded again the plain way, so the
-/// result and every error are those of the plain decoder.
-fn with_rows<T>(path: &Path, data: &[u8], f: impl FnOnce(&Rows, &Arena) -> Result<T>) -> Result<T> {
-    let mut stream = TraceStream::new();
-    if let Ok(decoded) = memq_pickle::decode_with(data, &mut stream) {
-        if let Ok(rows) = tables::rows(path, &decoded, data.len(), Some(stream)) {
-            return f(&rows, &decoded.arena);
+/// Reads a snapshot: its trace rows go to `out` as batches of at most `limits` while the pickle
+/// is decoded, the rows of the other tables are returned. The trace is streamed ([`traces`]);
+/// when the file's structure defeats that (the segments after the trace, a shared or misplaced
+/// trace list, `forward_frames`, a hostile file) it is decoded again the plain way, its rows
+/// held until the walk ends, so the result and every error are those of the plain decoder.
+/// A decoding error of the streaming pass that is no streaming conflict is the plain
+/// decoder's own (the hook changes what is stored, never what is accepted): it is reported
+/// without decoding again.
+fn read_rows(
+    path: &Path,
+    data: Data,
+    snapshot: &str,
+    limits: Limits,
+    out: &mut dyn TraceOut,
+) -> Result<Rows> {
+    let file_bytes = size_of(path, data)?;
+    {
+        let sink = TraceSink::new(snapshot, false, limits, Box::new(|b| out.batch(b)));
+        let mut builder = Builder::new(path, file_bytes, sink);
+        let mut stream = TraceStream::new(&mut builder);
+        let decoded = decode(path, data, Some(&mut stream))?;
+        let taken = stream.into_taken();
+        let walked = match decoded {
+            Ok(decoded) => tables::walk(&decoded, file_bytes, &mut builder, Some(&taken)),
+            Err(e) if !e.reason.contains(STREAM_CONFLICT) => {
+                return Err(input_error(path, e));
+            }
+            Err(e) => Err(input_error(path, e)),
+        };
+        if let Some(failed) = builder.traces.failed.take() {
+            return Err(failed);
+        }
+        if walked.is_ok() {
+            return Ok(builder.into_rows());
         }
     }
-    let decoded = memq_pickle::decode(data)
-        .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
-    let rows = tables::rows(path, &decoded, data.len(), None)?;
-    f(&rows, &decoded.arena)
+    out.reset()?;
+    let decoded = decode(path, data, None)?.map_err(|e| input_error(path, e))?;
+    let sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
+    let mut builder = Builder::new(path, file_bytes, sink);
+    let walked = tables::walk(&decoded, file_bytes, &mut builder, None);
+    if let Some(failed) = builder.traces.failed.take() {
+        return Err(failed);
+    }
+    walked?;
+    Ok(builder.into_rows())
+}
+
+fn size_of(path: &Path, data: Data) -> Result<usize> {
+    match data {
+        Data::Bytes(bytes) => Ok(bytes.len()),
+        Data::File(file) => {
+            let len = std::fs::metadata(file)
+                .map_err(|e| MemqError::io(path, e))?
+                .len();
+            usize::try_from(len).map_err(|_| {
+                MemqError::input(
+                    path,
+                    Location::None,
+                    "the file is too large for this machine",
+                )
+            })
+        }
+    }
+}
+
+/// Decodes the pickle, with the streaming hook or without (the outer error: the file cannot be
+/// opened).
+fn decode<'d>(
+    path: &Path,
+    data: Data<'d>,
+    hook: Option<&mut TraceStream<'_, '_>>,
+) -> Result<std::result::Result<Decoded<'d>, DecodeError>> {
+    Ok(match (data, hook) {
+        (Data::Bytes(bytes), Some(hook)) => memq_pickle::decode_with(bytes, hook),
+        (Data::Bytes(bytes), None) => memq_pickle::decode(bytes),
+        (Data::File(file), hook) => {
+            let opened = std::fs::File::open(file).and_then(|f| Ok((f.metadata()?.len(), f)));
+            let (len, file) = opened.map_err(|e| MemqError::io(path, e))?;
+            let hook = hook.map(|h| h as &mut dyn memq_pickle::stream::Hook<'static>);
+            memq_pickle::decode_read(file, len, hook)
+        }
+    })
+}
+
+fn input_error(path: &Path, e: DecodeError) -> MemqError {
+    MemqError::input(path, Location::ByteOffset(e.offset), e.reason)
 }
 
 /// A table file being written: by one thread, or a row group's columns on several.
@@ -98,65 +194,158 @@ enum Sink {
     Parallel(ParallelSink),
 }
 
-/// Ingests one pickle: its tables written as the files of source `index`, batch by batch, the
-/// trace table on a thread of its own. Returns the rows written.
+impl Sink {
+    fn create(file: &Path, table: &TableDef, threads: usize) -> Result<Sink> {
+        let props = table_properties(table);
+        let schema = table.schema();
+        Ok(if table.name == schema::TRACES && threads > 1 {
+            Sink::Parallel(ParallelSink::create_with(file, schema, props, threads)?)
+        } else {
+            Sink::Plain(ParquetSink::create_with(file, schema, props)?)
+        })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        match self {
+            Sink::Plain(s) => s.write(batch),
+            Sink::Parallel(s) => s.write(batch),
+        }
+    }
+
+    fn close(self) -> Result<u64> {
+        match self {
+            Sink::Plain(s) => s.close(),
+            Sink::Parallel(s) => s.close(),
+        }
+    }
+}
+
+/// The trace table's file, written on a thread of its own (each row group's columns encoded on
+/// every core) while the pickle is decoded; the file is created with the first batch.
+struct TraceWriter<'o> {
+    out: &'o DatasetBuilder,
+    index: usize,
+    threads: usize,
+    running: Option<Running>,
+}
+
+struct Running {
+    tx: std::sync::mpsc::SyncSender<RecordBatch>,
+    thread: std::thread::JoinHandle<Result<u64>>,
+    file: PathBuf,
+}
+
+impl<'o> TraceWriter<'o> {
+    fn new(out: &'o DatasetBuilder, index: usize) -> Self {
+        TraceWriter {
+            out,
+            index,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            running: None,
+        }
+    }
+
+    fn stop(running: Running) -> Result<u64> {
+        drop(running.tx);
+        running
+            .thread
+            .join()
+            .unwrap_or_else(|_| Err(MemqError::Query("a writer thread panicked".into())))
+    }
+
+    /// Waits for the file to be written; returns its rows.
+    fn finish(mut self) -> Result<u64> {
+        let Some(running) = self.running.take() else {
+            return Ok(0);
+        };
+        let file = running.file.clone();
+        let rows = Self::stop(running)?;
+        self.out.record(schema::TRACES, &file, rows);
+        Ok(rows)
+    }
+}
+
+impl TraceOut for TraceWriter<'_> {
+    fn batch(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.running.is_none() {
+            let file = self.out.table_file(schema::TRACES, self.index)?;
+            let mut sink = Sink::create(&file, &schema::traces(), self.threads)?;
+            // Two batches in flight: one being encoded, one waiting, one being filled.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(1);
+            let thread = std::thread::spawn(move || {
+                for batch in rx {
+                    sink.write(&batch)?;
+                }
+                sink.close()
+            });
+            self.running = Some(Running { tx, thread, file });
+        }
+        let Some(running) = self.running.as_ref() else {
+            return Ok(());
+        };
+        if running.tx.send(batch).is_ok() {
+            return Ok(());
+        }
+        // The writer stopped early: its error.
+        match self.running.take().map(Self::stop) {
+            Some(Err(e)) => Err(e),
+            _ => Err(MemqError::Query("the trace writer stopped".into())),
+        }
+    }
+
+    fn reset(&mut self) -> Result<()> {
+        if let Some(running) = self.running.take() {
+            let file = running.file.clone();
+            let _ = Self::stop(running);
+            std::fs::remove_file(&file).map_err(|e| MemqError::io(&file, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TraceWriter<'_> {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = Self::stop(running);
+        }
+    }
+}
+
+/// Ingests one pickle: its trace table written while the pickle is decoded, then the others,
+/// each batch by batch. Returns the rows written.
 fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
     let path = &source.path;
-    let data = std::fs::read(path).map_err(|e| MemqError::io(path, e))?;
-    with_rows(path, &data, |rows, arena| {
-        // The trace table (the bulk) is encoded on every core, column by column.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let write = |table: &TableDef| -> Result<u64> {
-            let mut sink: Option<(Sink, std::path::PathBuf)> = None;
-            batches::table_batches(
-                &source.name,
-                rows,
-                arena,
-                table,
-                batches::BATCH_TEXT_BYTES,
-                |batch| {
-                    if sink.is_none() {
-                        let file = out.table_file(table.name, source.index)?;
-                        let props = table_properties(table);
-                        let (schema, parallel) = (table.schema(), table.name == schema::TRACES);
-                        let writer = if parallel && threads > 1 {
-                            Sink::Parallel(ParallelSink::create_with(
-                                &file, schema, props, threads,
-                            )?)
-                        } else {
-                            Sink::Plain(ParquetSink::create_with(&file, schema, props)?)
-                        };
-                        sink = Some((writer, file));
-                    }
-                    match sink.as_mut() {
-                        Some((Sink::Plain(s), _)) => s.write(&batch),
-                        Some((Sink::Parallel(s), _)) => s.write(&batch),
-                        None => Ok(()),
-                    }
-                },
-            )?;
-            let Some((sink, file)) = sink else {
-                return Ok(0);
-            };
-            let written = match sink {
-                Sink::Plain(s) => s.close()?,
-                Sink::Parallel(s) => s.close()?,
-            };
-            out.record(table.name, &file, written);
-            Ok(written)
-        };
-        let tables = schema::tables();
-        let (traces, others): (Vec<_>, Vec<_>) =
-            tables.iter().partition(|t| t.name == schema::TRACES);
-        std::thread::scope(|scope| {
-            let thread = scope.spawn(|| traces.iter().map(|t| write(t)).sum::<Result<u64>>());
-            let others: Result<u64> = others.iter().map(|t| write(t)).sum();
-            let traces = thread
-                .join()
-                .unwrap_or_else(|_| Err(MemqError::Query("a writer thread panicked".into())));
-            Ok(others? + traces?)
-        })
-    })
+    let mut traces = TraceWriter::new(out, source.index);
+    let rows = read_rows(path, Data::File(path), &source.name, LIMITS, &mut traces)?;
+    let mut written = traces.finish()?;
+    for table in schema::tables() {
+        if table.name == schema::TRACES {
+            continue;
+        }
+        let mut sink: Option<(Sink, PathBuf)> = None;
+        batches::table_batches(
+            &source.name,
+            &rows,
+            &table,
+            batches::BATCH_TEXT_BYTES,
+            |batch| {
+                if sink.is_none() {
+                    let file = out.table_file(table.name, source.index)?;
+                    sink = Some((Sink::create(&file, &table, 1)?, file));
+                }
+                match sink.as_mut() {
+                    Some((s, _)) => s.write(&batch),
+                    None => Ok(()),
+                }
+            },
+        )?;
+        if let Some((sink, file)) = sink {
+            let rows = sink.close()?;
+            out.record(table.name, &file, rows);
+            written += rows;
+        }
+    }
+    Ok(written)
 }
 
 /// The analyses of `sql/`.
@@ -276,11 +465,222 @@ pub mod testdata {
         ]
         .concat()
     }
+
+    /// A protocol 4 pickle written the way Python's pickler writes one (MEMOIZE after every
+    /// string, list, dict and tuple; a repeated object recalled from the memo).
+    struct Pickler {
+        out: Vec<u8>,
+        memo: u32,
+        strings: std::collections::HashMap<String, u32>,
+    }
+
+    impl Pickler {
+        fn memoize(&mut self) -> u32 {
+            self.out.push(0x94);
+            self.memo += 1;
+            self.memo - 1
+        }
+
+        fn get(&mut self, index: u32) {
+            match u8::try_from(index) {
+                Ok(small) => self.out.extend([b'h', small]),
+                Err(_) => {
+                    self.out.push(b'j');
+                    self.out.extend(index.to_le_bytes());
+                }
+            }
+        }
+
+        fn str(&mut self, s: &str) {
+            if let Some(&index) = self.strings.get(s) {
+                return self.get(index);
+            }
+            self.out.extend([0x8c, s.len() as u8]);
+            self.out.extend(s.as_bytes());
+            let index = self.memoize();
+            self.strings.insert(s.to_string(), index);
+        }
+
+        fn int(&mut self, value: i64) {
+            match (u8::try_from(value), i32::try_from(value)) {
+                (Ok(byte), _) => self.out.extend([b'K', byte]),
+                (_, Ok(int)) => {
+                    self.out.push(b'J');
+                    self.out.extend(int.to_le_bytes());
+                }
+                _ => {
+                    self.out.extend([0x8a, 8]);
+                    self.out.extend(value.to_le_bytes());
+                }
+            }
+        }
+
+        /// `key: value` pairs of a dict being written.
+        fn dict(&mut self, items: impl FnOnce(&mut Pickler)) {
+            self.out.push(b'}');
+            self.memoize();
+            self.out.push(b'(');
+            items(self);
+            self.out.push(b'u');
+        }
+    }
+
+    /// A snapshot with one segment (a live block that an alloc of the trace made, a free one)
+    /// and one device trace of `entries` entries: alloc, free_requested, free_completed of a
+    /// new address each time, the G4 keys (compile_context), each alloc with a frame list of its
+    /// own and each free pair sharing one (as PyTorch writes them), frames drawn from 40 frame
+    /// dicts written once; entry 7 has an unknown key. Entries are appended 1 000 at a time.
+    /// From group (alloc + free pair) `own_lists` on, the frame lists are those of an earlier
+    /// group, recalled from the memo, as in the repeated trace of benches/big_pickle.py.
+    pub fn long_trace(entries: usize, own_lists: usize) -> Vec<u8> {
+        let base = 1i64 << 40;
+        let live = base + 5 * 4096;
+        let mut p = Pickler {
+            out: vec![0x80, 4],
+            memo: 0,
+            strings: Default::default(),
+        };
+        let mut frames: Vec<Option<u32>> = vec![None; 40];
+        let mut frame = |p: &mut Pickler, k: usize| match frames[k] {
+            Some(index) => p.get(index),
+            None => {
+                let index = p.memo;
+                p.dict(|p| {
+                    p.str("name");
+                    p.str(&format!("fn_{k}"));
+                    p.str("filename");
+                    p.str(if k.is_multiple_of(2) {
+                        "model.py"
+                    } else {
+                        "??"
+                    });
+                    p.str("line");
+                    p.int(k as i64);
+                });
+                frames[k] = Some(index);
+            }
+        };
+        p.dict(|p| {
+            p.str("segments");
+            p.out.push(b']');
+            p.memoize();
+            p.dict(|p| {
+                for (key, value) in [("device", 0), ("address", live), ("total_size", 8192)] {
+                    p.str(key);
+                    p.int(value);
+                }
+                p.str("segment_type");
+                p.str("large");
+                p.str("blocks");
+                p.out.push(b']');
+                p.memoize();
+                p.out.push(b'(');
+                for (address, state) in [(live, "active_allocated"), (live + 4096, "inactive")] {
+                    p.dict(|p| {
+                        p.str("address");
+                        p.int(address);
+                        p.str("size");
+                        p.int(4096);
+                        p.str("requested_size");
+                        p.int(4000);
+                        p.str("state");
+                        p.str(state);
+                    });
+                }
+                p.out.push(b'e');
+            });
+            p.out.push(b'a');
+            p.str("device_traces");
+            p.out.push(b']');
+            p.memoize();
+            p.out.push(b']');
+            p.memoize();
+            let mut shared = 0;
+            // Per group with lists of its own: the memo indexes of its two lists.
+            let mut lists: Vec<(u32, u32)> = Vec::new();
+            for batch in (0..entries).collect::<Vec<_>>().chunks(1000) {
+                p.out.push(b'(');
+                for &i in batch {
+                    let (group, kind) = (i / 3, i % 3);
+                    // Group 5's block stays allocated: its frees go to another address.
+                    let freed = if group == 5 {
+                        base - 4096
+                    } else {
+                        base + group as i64 * 4096
+                    };
+                    let (action, addr) = match kind {
+                        0 => ("alloc", base + group as i64 * 4096),
+                        1 => ("free_requested", freed),
+                        _ => ("free_completed", freed),
+                    };
+                    p.dict(|p| {
+                        p.str("action");
+                        p.str(action);
+                        p.str("addr");
+                        p.int(addr);
+                        p.str("size");
+                        p.int(4000);
+                        p.str("stream");
+                        p.int(0);
+                        p.str("time_us");
+                        p.int(1_700_000_000_000_000 + i as i64);
+                        p.str("compile_context");
+                        p.str("N/A");
+                        if i == 7 {
+                            p.str("weird");
+                            p.int(1);
+                        }
+                        p.str("frames");
+                        if group >= own_lists {
+                            let (alloc, free) = lists[group % own_lists];
+                            p.get(if kind == 0 { alloc } else { free });
+                        } else if kind == 2 {
+                            p.get(shared);
+                        } else {
+                            p.out.push(b']');
+                            let list = p.memoize();
+                            if kind == 0 {
+                                lists.push((list, list));
+                            } else {
+                                shared = list;
+                                if let Some(last) = lists.last_mut() {
+                                    last.1 = list;
+                                }
+                            }
+                            p.out.push(b'(');
+                            for depth in 0..3 {
+                                frame(p, (group * 7 + kind * 3 + depth * 11) % 40);
+                            }
+                            p.out.push(b'e');
+                        }
+                    });
+                }
+                p.out.push(b'e');
+            }
+            p.out.push(b'a');
+            p.str("allocator_settings");
+            p.dict(|p| {
+                p.str("expandable_segments");
+                p.out.push(0x89);
+            });
+        });
+        p.out.push(b'.');
+        p.out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`read_snapshot`] on bytes held in memory.
+    fn read_bytes(
+        path: &Path,
+        data: &[u8],
+        snapshot: &str,
+    ) -> Result<Vec<(TableDef, RecordBatch)>> {
+        read_whole(path, Data::Bytes(data), snapshot, LIMITS)
+    }
 
     /// Bytes of a valid snapshot overwritten, deleted or duplicated at random: each result is
     /// read or refused, never a panic.
@@ -513,8 +913,43 @@ mod tests {
         let path = Path::new("plain.pickle");
         let decoded = memq_pickle::decode(data)
             .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
-        let rows = tables::rows(path, &decoded, data.len(), None)?;
-        whole_tables("s", &rows, &decoded.arena, usize::MAX)
+        let mut trace_batches = Vec::new();
+        let sink = TraceSink::new("s", true, LIMITS, Box::new(|b| trace_batches.batch(b)));
+        let mut builder = Builder::new(path, data.len(), sink);
+        tables::walk(&decoded, data.len(), &mut builder, None)?;
+        let rows = builder.into_rows();
+        schema::tables()
+            .into_iter()
+            .map(|table| {
+                let mut parts = Vec::new();
+                if table.name == schema::TRACES {
+                    parts = std::mem::take(&mut trace_batches);
+                } else {
+                    batches::table_batches("s", &rows, &table, usize::MAX, |b| {
+                        parts.push(b);
+                        Ok(())
+                    })?;
+                }
+                Ok((table.clone(), concat_batches(&table.schema(), &parts)?))
+            })
+            .collect()
+    }
+
+    /// Both tables (or both errors) are the same.
+    fn assert_same(
+        what: &str,
+        a: Result<Vec<(TableDef, RecordBatch)>>,
+        b: Result<Vec<(TableDef, RecordBatch)>>,
+    ) {
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                for ((def, a), (_, b)) in a.iter().zip(&b) {
+                    assert_eq!(a, b, "{what}: {}", def.name);
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+            (a, b) => panic!("{what}: {:?} vs {:?}", a.err(), b.err()),
+        }
     }
 
     /// Streaming the trace gives the plain decoder's tables, value for value and in order, on
@@ -540,44 +975,124 @@ mod tests {
         assert!(files.len() >= 5, "{files:?}");
         for file in files {
             let data = std::fs::read(&file).unwrap();
+            let what = file.display().to_string();
             let streamed = read_bytes(Path::new("plain.pickle"), &data, "s");
-            let plain = read_plain(&data);
-            match (streamed, plain) {
-                (Ok(a), Ok(b)) => {
-                    for ((def, a), (_, b)) in a.iter().zip(&b) {
-                        assert_eq!(a, b, "{}: {}", file.display(), def.name);
-                    }
-                }
-                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
-                (a, b) => panic!("{}: {:?} vs {:?}", file.display(), a.err(), b.err()),
-            }
+            assert_same(&what, streamed, read_plain(&data));
+            // Read from the file through the decoder's buffer: the same again.
+            let from_file = read_whole(Path::new("plain.pickle"), Data::File(&file), "s", LIMITS);
+            assert_same(&what, from_file, read_plain(&data));
         }
     }
 
+    /// Streams `data` with batches of at most `rows_limit` rows: the decoded tree's stats, the
+    /// rows of each batch, and the sink's most rows held.
+    fn stream(data: &[u8], rows_limit: usize) -> (memq_pickle::Stats, Vec<usize>, usize, u64) {
+        let path = Path::new("stream.pickle");
+        let mut sizes = Vec::new();
+        let limits = (rows_limit, batches::BATCH_TEXT_BYTES);
+        let sink = TraceSink::new(
+            "s",
+            false,
+            limits,
+            Box::new(|b: RecordBatch| {
+                sizes.push(b.num_rows());
+                Ok(())
+            }),
+        );
+        let mut builder = Builder::new(path, data.len(), sink);
+        let mut stream = TraceStream::new(&mut builder);
+        let decoded = memq_pickle::decode_with(data, &mut stream);
+        let gave_up = stream.gave_up.clone();
+        let taken = stream.into_taken();
+        let decoded = decoded.unwrap_or_else(|e| panic!("{e:?} ({gave_up:?})"));
+        assert_eq!(gave_up, None);
+        let rows = taken.streamed.iter().map(|s| s.rows).sum::<u64>();
+        tables::walk(&decoded, data.len(), &mut builder, Some(&taken)).unwrap();
+        let peak = builder.traces.peak_rows;
+        drop(builder);
+        (decoded.stats, sizes, peak, rows)
+    }
+
     /// The real snapshots' traces are streamed (not read through the fallback): each device's
-    /// entries become rows while decoding and are gone from the decoded tree.
+    /// entries become rows while decoding and are gone from the decoded tree, with their frame
+    /// lists.
     #[test]
     fn real_traces_are_streamed() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/real/snapshots/real");
         for (file, rows) in [
             ("cuda_transformer_forward.pickle", 8227), // one device: APPEND
             ("torch_npu_two_devices.pkl", 17832),      // two devices: APPENDS
+            ("cuda_three_gpus_expandable_oom.pickle", 7923), // compile_context, an oom
         ] {
             let data = std::fs::read(dir.join(file)).expect(file);
-            let mut stream = TraceStream::new();
-            let decoded = memq_pickle::decode_with(&data, &mut stream).unwrap();
-            assert_eq!(stream.columns.len(), rows, "{file}");
-            // The entry dicts of the usual shape (nearly all) are gone, their ids reused.
+            let (stats, _, _, streamed) = stream(&data, batches::BATCH_ROWS);
+            assert_eq!(streamed, rows as u64, "{file}");
+            // The entry dicts (and their frame lists) are gone, their ids reused.
             let plain = memq_pickle::decode(&data).unwrap().arena.len();
+            assert!(stats.released >= rows, "{file}: {stats:?}");
             assert!(
-                decoded.arena.len() + rows * 9 / 10 <= plain,
+                stats.objects + rows <= plain,
                 "{file}: {} objects, {plain} plain",
-                decoded.arena.len()
+                stats.objects
             );
-            let path = Path::new(file);
-            let walked = tables::rows(path, &decoded, data.len(), Some(stream));
-            assert_eq!(walked.map(|r| r.traces.len()).ok(), Some(rows), "{file}");
         }
+    }
+
+    /// A long trace is read in bounded memory: the decoder holds an APPENDS batch of objects
+    /// and the memo the slots still readable (frames, strings, the lists later entries share:
+    /// here those of the first 2 000 groups, as in benches/big_pickle.py) whatever the number
+    /// of entries (without streaming: 5 objects and 5 memo slots per 3 entries), the sink at
+    /// most a batch of rows; and the tables are those of the plain decoder.
+    #[test]
+    fn long_traces_stream_in_bounded_memory() {
+        let entries = 150_000;
+        let data = crate::testdata::long_trace(entries, 2_000);
+        let (stats, sizes, peak, rows) = stream(&data, 4096);
+        assert_eq!(rows, entries as u64);
+        // At most one APPENDS batch (the pickler's 1 000 entries, with their frame lists) and
+        // the frames at once.
+        assert!(stats.objects < 5_000, "{stats:?}");
+        assert!(stats.memo_slots < 20_000, "{stats:?}");
+        assert!(stats.released >= entries, "{stats:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), entries);
+        assert!(sizes.iter().all(|&n| n <= 4096), "{sizes:?}");
+        assert_eq!(sizes.len(), entries.div_ceil(4096));
+        assert!(peak <= 4096, "{peak}");
+        // Without streaming the decoded tree holds every entry.
+        let plain = memq_pickle::decode(&data).unwrap();
+        assert!(plain.stats.objects > entries, "{:?}", plain.stats);
+        assert!(plain.stats.memo_slots > entries, "{:?}", plain.stats);
+        drop(plain);
+        let limits = (4096, LIMITS.1);
+        let streamed = read_whole(Path::new("plain.pickle"), Data::Bytes(&data), "s", limits);
+        let streamed = streamed.unwrap();
+        assert_same("long trace", Ok(streamed.clone()), read_plain(&data));
+        // The live block got the alloc entry that made it (group 5: seq 15).
+        use datafusion::arrow::array::{Array, AsArray};
+        let seq = column(&streamed, "snap_blocks", "alloc_seq");
+        let seq = seq.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        assert_eq!((seq.value(0), seq.is_null(1)), (15, true));
+    }
+
+    /// Every entry with frame lists of its own (a real trace): the lists are dropped once
+    /// interned (the memo keeps a tag for each, which the free that shares it reads back), the
+    /// tables are the plain decoder's.
+    #[test]
+    fn distinct_frame_lists_are_dropped_once_interned() {
+        let entries = 30_000;
+        let data = crate::testdata::long_trace(entries, usize::MAX);
+        let (stats, _, _, rows) = stream(&data, 4096);
+        assert_eq!(rows, entries as u64);
+        assert!(stats.objects < 5_000, "{stats:?}");
+        // Every entry dict and every frame list (2 per 3 entries).
+        assert!(stats.released >= entries * 5 / 3, "{stats:?}");
+        let streamed = read_whole(
+            Path::new("plain.pickle"),
+            Data::Bytes(&data),
+            "s",
+            (4096, LIMITS.1),
+        );
+        assert_same("distinct lists", streamed, read_plain(&data));
     }
 
     /// Trace lists shared through the memo, entries of unusual shape among usual ones, and a
@@ -683,16 +1198,7 @@ mod tests {
         ];
         for (i, data) in cases.iter().enumerate() {
             let streamed = read_bytes(Path::new("plain.pickle"), data, "s");
-            let plain = read_plain(data);
-            match (streamed, plain) {
-                (Ok(a), Ok(b)) => {
-                    for ((def, a), (_, b)) in a.iter().zip(&b) {
-                        assert_eq!(a, b, "case {i}: {}", def.name);
-                    }
-                }
-                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "case {i}"),
-                (a, b) => panic!("case {i}: {:?} vs {:?}", a.err(), b.err()),
-            }
+            assert_same(&format!("case {i}"), streamed, read_plain(data));
         }
     }
 
@@ -704,15 +1210,13 @@ mod tests {
         let data = crate::testdata::frames_sharing_one_name(2100, 1 << 20);
         let path = Path::new("long.pickle");
         let limit = batches::BATCH_TEXT_BYTES;
-        let counts = with_rows(path, &data, |rows, arena| {
-            let mut counts = Vec::new();
-            let table = schema::frames();
-            batches::table_batches("s", rows, arena, &table, limit, |b| {
-                let name = b.column_by_name("name").unwrap();
-                counts.push((b.num_rows(), name.to_data().buffers()[1].len()));
-                Ok(())
-            })?;
-            Ok(counts)
+        let rows = read_rows(path, Data::Bytes(&data), "s", LIMITS, &mut Vec::new()).unwrap();
+        let mut counts = Vec::new();
+        let table = schema::frames();
+        batches::table_batches("s", &rows, &table, limit, |b| {
+            let name = b.column_by_name("name").unwrap();
+            counts.push((b.num_rows(), name.to_data().buffers()[1].len()));
+            Ok(())
         })
         .unwrap();
         assert_eq!(counts.iter().map(|c| c.0).sum::<usize>(), 2100);

@@ -8,14 +8,20 @@
 //! with neither `segments` nor `device_traces`, `segments` of the wrong type) is refused. A dict
 //! or list reached twice through the memo would repeat its rows, so it
 //! is refused: the number of rows stays bounded by the size of the file.
+//!
+//! What is read lives in a [`Builder`], which outlives the decoder: while streaming, the decoder
+//! hook (crate::traces) reads the segments and every trace entry into it as they are decoded,
+//! and the [`walk`] after decoding reads the rest of the tree.
 
-use std::path::Path;
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
+use foldhash::HashSet;
 use memq_core::error::{Location, MemqError, Result};
 
 use crate::frames::Stacks;
-use crate::json::{BudgetExceeded, Json};
-use crate::traces::{TraceColumns, TraceStream, NO_FRAMES};
+use crate::json::{Json, JsonError};
+use crate::traces::{Streamed, TraceRow, TraceSink};
 use memq_pickle::value::{a, Arena, ObjId, Value};
 use memq_pickle::Decoded;
 
@@ -57,24 +63,6 @@ pub struct BlockRow {
     pub extra_json: Option<String>,
 }
 
-#[derive(Debug, Default)]
-pub struct TraceRow {
-    pub device: i64,
-    pub seq: i64,
-    pub action: Option<String>,
-    pub addr: Option<u64>,
-    pub device_free: Option<i64>,
-    pub size: Option<i64>,
-    pub stream: Option<i64>,
-    pub time_us: Option<i64>,
-    pub compile_context: Option<String>,
-    pub user_metadata: Option<String>,
-    pub pool_id: (Option<i64>, Option<i64>),
-    pub stack_id: Option<i64>,
-    pub forward_stack_id: Option<i64>,
-    pub extra_json: Option<String>,
-}
-
 #[derive(Debug)]
 pub struct InfoRow {
     pub section: &'static str,
@@ -84,89 +72,255 @@ pub struct InfoRow {
     pub value_type: &'static str,
 }
 
-/// The rows of every snapshot table; frame text borrows from the decoded pickle.
-pub struct Rows<'a> {
+/// The rows of every snapshot table but the trace's (whose rows go to a [`TraceSink`]).
+#[derive(Default)]
+pub struct Rows {
     pub segments: Vec<SegmentRow>,
     pub blocks: Vec<BlockRow>,
-    pub traces: TraceColumns,
-    pub stacks: Stacks<'a>,
+    pub stacks: Stacks,
     pub info: Vec<InfoRow>,
 }
 
-/// Turns a decoded snapshot into rows. `file_bytes` is the size of the pickle. `stream` holds
-/// what the decoder hook took (crate::traces); the result is an error when the tree does not
-/// show those lists where they were taken (decode again without the hook).
-pub fn rows<'a>(
-    path: &'a Path,
-    decoded: &'a Decoded<'_>,
+/// Everything read from one snapshot so far, while decoding and after.
+pub struct Builder<'e> {
+    path: PathBuf,
+    pub rows: Rows,
+    pub traces: TraceSink<'e>,
+    json: Json,
+    /// Per object: it is a row dict or row list already read.
+    claimed: Vec<bool>,
+    /// Problems of the dict being read, given their place when it is done.
+    problems: Vec<String>,
+    /// (place, message) of the problems of the segments and the trace, in order: the first
+    /// [`MAX_WARNINGS`], and how many there are.
+    warnings: Vec<(String, String)>,
+    warnings_total: usize,
+    /// The segments read while decoding (by the hook).
+    early_segments: Option<Value>,
+    /// The trace's rows have begun (the blocks they refer to are known).
+    pub traces_started: bool,
+    /// Rows with `forward_frames` (held rows only): (row, place, value).
+    forward: Vec<(usize, String, Value)>,
+}
+
+impl<'e> Builder<'e> {
+    /// A builder for the pickle at `path` of `file_bytes` bytes, its trace rows to `traces`.
+    pub fn new(path: &Path, file_bytes: usize, traces: TraceSink<'e>) -> Self {
+        Builder {
+            path: path.to_path_buf(),
+            rows: Rows::default(),
+            traces,
+            // Plenty for any real snapshot's JSON cells, far too little for an exponential one.
+            json: Json::with_budget(file_bytes.saturating_mul(16).max(64 << 20)),
+            claimed: Vec::new(),
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            warnings_total: 0,
+            early_segments: None,
+            traces_started: false,
+            forward: Vec::new(),
+        }
+    }
+
+    /// The rows read.
+    pub fn into_rows(self) -> Rows {
+        self.rows
+    }
+
+    /// The objects with these ids were dropped by the decoder.
+    pub fn forget(&mut self, ids: &[ObjId]) {
+        self.rows.stacks.forget(ids);
+        for &id in ids {
+            if let Some(claimed) = self.claimed.get_mut(id) {
+                *claimed = false;
+            }
+        }
+    }
+
+    /// The stack id of a frame list (see [`Stacks::intern`]).
+    pub fn stack(&mut self, arena: &Arena, frames: Value) -> Result<Option<i64>> {
+        let interned = self
+            .rows
+            .stacks
+            .intern(arena, &mut self.json, frames, &mut self.problems);
+        interned.map_err(|e| self.json_error(e))
+    }
+
+    /// Gives the problems of the dict just read their place.
+    pub fn flush(&mut self, place: &dyn Fn() -> String) {
+        if self.problems.is_empty() {
+            return;
+        }
+        let place = place();
+        for problem in std::mem::take(&mut self.problems) {
+            self.warn(place.clone(), problem);
+        }
+    }
+
+    fn warn(&mut self, place: String, message: String) {
+        self.warnings_total += 1;
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push((place, message));
+        }
+    }
+
+    /// The trace's rows begin: the live blocks are known.
+    fn start_traces(&mut self) {
+        if !std::mem::replace(&mut self.traces_started, true) {
+            self.traces.facts.watch(&self.rows.blocks);
+        }
+    }
+
+    fn json_error(&self, e: JsonError) -> MemqError {
+        match e {
+            JsonError::Budget => MemqError::input(
+                &self.path,
+                Location::None,
+                "the snapshot's values expand far beyond the file's size through shared \
+                 references; refusing it",
+            ),
+            JsonError::Streamed => self.stream_mismatch(),
+        }
+    }
+
+    /// The tree does not show what the decoder hook took where it took it.
+    fn stream_mismatch(&self) -> MemqError {
+        MemqError::input(
+            &self.path,
+            Location::None,
+            "the snapshot is shaped in a way streaming cannot read; decode again without it",
+        )
+    }
+}
+
+/// What the decoder hook took: the trace lists it streamed, by object id.
+pub struct Taken {
+    pub lists: foldhash::HashMap<ObjId, usize>,
+    pub streamed: Vec<Streamed>,
+}
+
+impl Taken {
+    fn list(&self, id: ObjId) -> Option<&Streamed> {
+        self.lists.get(&id).map(|&i| &self.streamed[i])
+    }
+}
+
+/// Reads the decoded snapshot into the builder: what the hook did not read (with `taken`, what
+/// it took while decoding, which must be where the tree shows it), then the trace's last rows,
+/// the facts the trace tells about blocks, and the warnings. An error after a streaming decode
+/// means: decode again without the hook.
+pub fn walk(
+    decoded: &Decoded<'_>,
     file_bytes: usize,
-    stream: Option<TraceStream>,
-) -> Result<Rows<'a>> {
+    b: &mut Builder,
+    taken: Option<&Taken>,
+) -> Result<()> {
     let arena = &decoded.arena;
     // Object ids and stack ids are kept as u32 in the per-object tables.
     if arena.len() >= u32::MAX as usize {
         return Err(MemqError::input(
-            path,
+            &b.path,
             Location::None,
             format!("holds {} objects; memq reads at most 2^32 - 2", arena.len()),
         ));
     }
-    let mut walker = Walker {
-        path,
-        arena,
-        // Plenty for any real snapshot's JSON cells, far too little for an exponential one.
-        json: Json::with_budget(file_bytes.saturating_mul(16).max(64 << 20)),
-        rows: Rows {
-            segments: Vec::new(),
-            blocks: Vec::new(),
-            traces: TraceColumns::new(),
-            stacks: Stacks::new(arena),
-            info: Vec::new(),
-        },
-        claimed: vec![false; arena.len()],
-        stream: None,
-        problems: Vec::new(),
-        warnings: decoded
-            .warnings
-            .iter()
-            .map(|w| ("pickle".to_string(), w.clone()))
-            .collect(),
-    };
-    if let Some(mut stream) = stream {
-        std::mem::swap(&mut walker.rows.traces, &mut stream.columns);
-        walker.stream = Some(stream);
+    if taken.is_some() && holds_tags(arena, decoded.root, b.early_segments) {
+        return Err(b.stream_mismatch());
     }
+    let mut walker = Walker::new(arena, b);
+    walker.head = decoded
+        .warnings
+        .iter()
+        .map(|w| ("pickle".to_string(), w.clone()))
+        .collect();
+    walker.to_head = true;
     walker.meta("protocol", decoded.protocol.to_string(), "int");
     walker.meta("file_bytes", file_bytes.to_string(), "int");
-    walker.root(decoded.root)?;
-    walker.finish_warnings();
-    Ok(walker.rows)
+    walker.root(decoded.root, taken)?;
+    let head = std::mem::take(&mut walker.head);
+    b.traces.finish()?;
+    let facts = std::mem::take(&mut b.traces.facts);
+    facts.finish(&mut b.rows.blocks, &mut b.rows.info);
+    finish_warnings(b, head);
+    Ok(())
 }
 
-struct Walker<'a> {
-    path: &'a Path,
-    arena: &'a Arena<'a>,
-    json: Json,
-    rows: Rows<'a>,
-    /// Per object: it is a row dict or row list already read.
-    claimed: Vec<bool>,
-    /// The lists the decoder hook took (their rows are in `rows.traces` already).
-    stream: Option<TraceStream>,
-    /// Problems of the dict being read, given their place when it is done.
-    problems: Vec<String>,
-    /// (place, message) of every problem.
-    warnings: Vec<(String, String)>,
+/// Whether a value the decoder let go of (a tag) is reachable from `root` outside the segments
+/// read while decoding: the walk after decoding would misread it.
+fn holds_tags(arena: &Arena, root: Value, skip: Option<Value>) -> bool {
+    let mut seen = HashSet::default();
+    let mut work = vec![root];
+    while let Some(value) = work.pop() {
+        match value {
+            Value::Tag(_) => return true,
+            Value::Obj(id) if Some(value) != skip && seen.insert(id) => {
+                if let Some(items) = arena.sequence(value) {
+                    work.extend_from_slice(items);
+                } else if let Some(items) = arena.dict(value) {
+                    work.extend(items.iter().flat_map(|&(k, v)| [k, v]));
+                } else if let Some(memq_pickle::value::Object::Set(items)) = arena.object(value) {
+                    work.extend_from_slice(items);
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
-impl<'a> Walker<'a> {
-    fn root(&mut self, root: Value) -> Result<()> {
+/// The warning rows: the decoder's and the top level's first, then those of the segments and
+/// the trace; at most [`MAX_WARNINGS`], the rest counted.
+fn finish_warnings(b: &mut Builder, head: Vec<(String, String)>) {
+    let total = head.len() + b.warnings_total;
+    let warnings = head.into_iter().chain(std::mem::take(&mut b.warnings));
+    for (item, (place, message)) in warnings.take(MAX_WARNINGS).enumerate() {
+        b.rows.info.push(InfoRow {
+            section: "warning",
+            item: Some(item as i64),
+            key: place,
+            value: Some(message),
+            value_type: "str",
+        });
+    }
+    if total > MAX_WARNINGS {
+        b.rows.info.push(InfoRow {
+            section: "warning",
+            item: Some(MAX_WARNINGS as i64),
+            key: "snapshot".to_string(),
+            value: Some(format!("{} more warnings not shown", total - MAX_WARNINGS)),
+            value_type: "str",
+        });
+    }
+}
+
+/// Reads parts of a decoded tree into a [`Builder`].
+pub struct Walker<'w, 'd, 'e> {
+    arena: &'w Arena<'d>,
+    b: &'w mut Builder<'e>,
+    /// Warnings go to `head` (the top level's, shown first) instead of the builder's.
+    to_head: bool,
+    head: Vec<(String, String)>,
+}
+
+impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
+    pub fn new(arena: &'w Arena<'d>, b: &'w mut Builder<'e>) -> Self {
+        Walker {
+            arena,
+            b,
+            to_head: false,
+            head: Vec::new(),
+        }
+    }
+
+    fn root(&mut self, root: Value, taken: Option<&Taken>) -> Result<()> {
         let arena = self.arena;
         if let Some(items) = arena.dict(root) {
-            return self.snapshot_dict(root, items);
+            return self.snapshot_dict(root, items, taken);
         }
         if let (Some(segments), "list") = (arena.sequence(root), arena.type_name(root)) {
             self.require_segment_dicts("the top-level list", root, segments)?;
             self.meta("top_level", "list".to_string(), "str");
+            self.to_head = false;
             return self.segment_list(segments);
         }
         let offset = match root {
@@ -174,7 +328,7 @@ impl<'a> Walker<'a> {
             _ => 0,
         };
         Err(MemqError::input(
-            self.path,
+            &self.b.path,
             Location::ByteOffset(offset),
             format!(
                 "the pickle holds {}, not a snapshot dict or a list of segments",
@@ -184,7 +338,12 @@ impl<'a> Walker<'a> {
     }
 
     /// The top-level dict, whatever its key order.
-    fn snapshot_dict(&mut self, root: Value, items: &'a [(Value, Value)]) -> Result<()> {
+    fn snapshot_dict(
+        &mut self,
+        root: Value,
+        items: &'w [(Value, Value)],
+        taken: Option<&Taken>,
+    ) -> Result<()> {
         self.meta("top_level", "dict".to_string(), "str");
         let keys = items
             .iter()
@@ -225,110 +384,39 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        // Segments first, then traces: the order the reference numbers stacks in.
-        match segments {
-            Some(segments) => self.segments(segments)?,
-            None => self.warn("snapshot", "has no segments key"),
+        self.to_head = false;
+        // Segments first, then traces: the order the reference numbers stacks in. Segments
+        // read while decoding must be the ones the snapshot ends up with.
+        match (segments, self.b.early_segments) {
+            (Some(segments), Some(early)) if segments == early => {}
+            (_, Some(_)) => return Err(self.b.stream_mismatch()),
+            (Some(segments), None) => self.segments(segments)?,
+            (None, None) => self.warn("snapshot", "has no segments key"),
         }
+        self.b.start_traces();
         match traces {
-            Some(traces) => self.traces(traces)?,
-            None => self.warn("snapshot", "has no device_traces key"),
+            Some(traces) => self.traces(traces, taken)?,
+            None => {
+                if taken.is_some_and(|t| !t.streamed.is_empty()) {
+                    return Err(self.b.stream_mismatch());
+                }
+                self.warn("snapshot", "has no device_traces key")
+            }
         }
-        self.trace_facts();
         Ok(())
     }
 
-    /// What the trace tells beyond its rows (docs/formats/snapshot.md §6.2): each live block
-    /// gets the alloc entry that made it (seq, `user_metadata` set with
-    /// `_set_memory_metadata`), and each device's trace is checked for signs that its ring
-    /// buffer wrapped (frees of addresses the trace never allocated, a single-entry trace):
-    /// such a device gets rows in snap_info section `trace` (entries, the count of those
-    /// addresses, wrapped = true); a device whose trace shows no sign gets none.
-    fn trace_facts(&mut self) {
-        use foldhash::{HashMap, HashSet};
-        use std::collections::BTreeMap;
-        // (device, address) → the latest alloc entry still holding it (u32::MAX once freed):
-        // every address the trace allocated is a key.
-        const FREED: u32 = u32::MAX;
-        let mut holder: HashMap<(i64, u64), u32> = HashMap::default();
-        // device → (entries, addresses freed without an earlier alloc)
-        let mut devices: BTreeMap<i64, (i64, HashSet<u64>)> = BTreeMap::new();
-        let traces = &self.rows.traces;
-        // Action ids seen: arena ids repeat, so each is read once.
-        let mut kinds: HashMap<u32, u8> = HashMap::default();
-        for index in 0..traces.len() {
-            let t_device = i64::from(traces.device[index]);
-            let device = devices.entry(t_device).or_default();
-            device.0 += 1;
-            let Some(addr) = traces.addr.get(index) else {
-                continue;
-            };
-            let kind = *kinds.entry(traces.action[index]).or_insert_with(|| {
-                match traces.action(self.arena, index) {
-                    Some("alloc") => 1,
-                    Some("free_requested") => 2,
-                    Some("free_completed" | "free") => 3,
-                    _ => 0,
-                }
-            });
-            let key = (t_device, addr);
-            match kind {
-                1 => {
-                    holder.insert(key, index as u32);
-                }
-                2 | 3 => {
-                    let entry = holder.get_mut(&key);
-                    if entry.is_none() {
-                        device.1.insert(addr);
-                    }
-                    if kind == 3 {
-                        if let Some(entry) = entry {
-                            *entry = FREED;
-                        }
-                    }
-                }
-                _ => {}
-            }
+    /// The segments, read while decoding before the first trace entry (the hook's
+    /// [`Builder::traces_started`] is then set): checked as the walk after decoding checks them.
+    pub fn early_segments(&mut self, segments: Value) -> Result<()> {
+        self.require_list("segments", segments)?;
+        if let Some(list) = self.arena.sequence(segments) {
+            self.require_segment_dicts("segments", segments, list)?;
         }
-        holder.retain(|_, index| *index != FREED);
-        for block in &mut self.rows.blocks {
-            let live = matches!(
-                block.state.as_deref(),
-                Some("active_allocated" | "active_pending_free")
-            );
-            let made_by = block
-                .device
-                .zip(block.address)
-                .filter(|_| live)
-                .and_then(|key| holder.get(&key));
-            if let Some(&index) = made_by {
-                let index = index as usize;
-                let traces = &self.rows.traces;
-                block.alloc_seq = Some(i64::from(traces.seq[index]));
-                block.user_metadata = traces.rare(index).and_then(|r| r.user_metadata.clone());
-            }
-        }
-        for (device, (entries, orphans)) in devices {
-            if orphans.is_empty() && entries != 1 {
-                continue; // a complete trace, as far as it tells
-            }
-            let mut fact = |key: &str, value: String, value_type| {
-                self.rows.info.push(InfoRow {
-                    section: "trace",
-                    item: Some(device),
-                    key: key.to_string(),
-                    value: Some(value),
-                    value_type,
-                })
-            };
-            fact("entries", entries.to_string(), "int");
-            fact(
-                "frees_of_unallocated_addresses",
-                orphans.len().to_string(),
-                "int",
-            );
-            fact("wrapped", "true".to_string(), "bool");
-        }
+        self.segments(segments)?;
+        self.b.early_segments = Some(segments);
+        self.b.start_traces();
+        Ok(())
     }
 
     // What makes a pickle a snapshot at all (docs/formats/snapshot.md §1): anything else is
@@ -336,7 +424,7 @@ impl<'a> Walker<'a> {
 
     fn not_a_snapshot(&self, at: Location, why: String) -> MemqError {
         MemqError::input(
-            self.path,
+            &self.b.path,
             at,
             format!("not a PyTorch memory snapshot: {why}"),
         )
@@ -395,14 +483,14 @@ impl<'a> Walker<'a> {
         Ok(())
     }
 
-    fn segment_list(&mut self, items: &'a [Value]) -> Result<()> {
+    fn segment_list(&mut self, items: &'w [Value]) -> Result<()> {
         for (index, &item) in items.iter().enumerate() {
             let place = || format!("segments[{index}]");
             let Some(fields) = self.row_dict(item, &place)? else {
                 continue;
             };
             let mut row = SegmentRow {
-                segment_id: self.rows.segments.len() as i64 + 1,
+                segment_id: self.b.rows.segments.len() as i64 + 1,
                 ..SegmentRow::default()
             };
             let (mut frames, mut blocks, mut extra) = (Value::None, None, Vec::new());
@@ -431,11 +519,11 @@ impl<'a> Walker<'a> {
             row.stack_id = self.stack(frames)?;
             row.extra_json = self.extra(&extra)?;
             if blocks.is_none() {
-                self.problems.push("has no blocks key".to_string());
+                self.b.problems.push("has no blocks key".to_string());
             }
             self.flush(&place);
             let segment = (index, row.segment_id, row.device, row.address);
-            self.rows.segments.push(row);
+            self.b.rows.segments.push(row);
             if let Some(blocks) = blocks {
                 self.blocks(blocks, segment)?;
             }
@@ -461,7 +549,7 @@ impl<'a> Walker<'a> {
                 continue;
             };
             let mut row = BlockRow {
-                block_id: self.rows.blocks.len() as i64 + 1,
+                block_id: self.b.rows.blocks.len() as i64 + 1,
                 segment_id,
                 device,
                 offset_in_segment: offset,
@@ -496,7 +584,7 @@ impl<'a> Walker<'a> {
             row.stack_id = self.stack(frames.unwrap_or(Value::None))?;
             row.extra_json = self.extra(&extra)?;
             self.flush(&place);
-            self.rows.blocks.push(row);
+            self.b.rows.blocks.push(row);
         }
         Ok(())
     }
@@ -524,116 +612,85 @@ impl<'a> Walker<'a> {
 
     // Trace events.
 
-    fn traces(&mut self, value: Value) -> Result<()> {
+    fn traces(&mut self, value: Value, taken: Option<&Taken>) -> Result<()> {
         let Some(devices) = self.row_list(value, &|| "device_traces".to_string())? else {
+            if taken.is_some_and(|t| !t.streamed.is_empty()) {
+                return Err(self.b.stream_mismatch());
+            }
             return Ok(());
         };
-        // Forward stacks are numbered after every stack the reference knows, to keep its ids.
-        let mut forward = Vec::new();
-        let stream = self.stream.take();
-        let (mut next_row, mut visited) = (0usize, 0usize);
+        let streaming = taken.filter(|t| !t.streamed.is_empty());
+        let (mut next_row, mut visited) = (0u64, 0usize);
         for (device, &events) in devices.iter().enumerate() {
-            let streamed = match (&stream, events) {
-                (Some(stream), Value::Obj(id)) => stream.list(id).map(|i| &stream.streamed[i]),
+            let streamed = match (streaming, events) {
+                (Some(taken), Value::Obj(id)) => taken.list(id),
                 _ => None,
             };
             if let Some(streamed) = streamed {
                 if streamed.device != device || streamed.first_row != next_row {
-                    return Err(self.stream_mismatch());
+                    return Err(self.b.stream_mismatch());
                 }
                 next_row += streamed.rows;
                 visited += 1;
-                self.streamed_entries(device, streamed, &mut forward)?;
                 continue;
             }
-            if stream.as_ref().is_some_and(|s| !s.streamed.is_empty())
-                && self.arena.sequence(events).is_some_and(|e| !e.is_empty())
-            {
-                return Err(self.stream_mismatch());
+            if streaming.is_some() && self.arena.sequence(events).is_some_and(|e| !e.is_empty()) {
+                return Err(self.b.stream_mismatch());
             }
             let Some(events) = self.row_list(events, &|| format!("device_traces[{device}]"))?
             else {
                 continue;
             };
             for (seq, &event) in events.iter().enumerate() {
-                self.trace_entry(device, seq, event, None, &mut forward)?;
+                self.trace_entry(device, seq, event)?;
             }
         }
-        if let Some(stream) = stream.as_ref().filter(|s| !s.streamed.is_empty()) {
-            if visited != stream.streamed.len() || next_row != self.rows.traces.len() {
-                return Err(self.stream_mismatch());
+        if let Some(taken) = streaming {
+            if visited != taken.streamed.len() || next_row != self.b.traces.rows {
+                return Err(self.b.stream_mismatch());
             }
         }
-        // The frame lists of streamed rows are interned; their ids are no longer needed.
-        self.rows.traces.frames = Vec::new();
-        for (row, place, frames) in forward {
+        // Forward stacks are numbered after every stack the reference knows, to keep its ids.
+        for (row, place, frames) in std::mem::take(&mut self.b.forward) {
             let stack = self.stack(frames)?;
-            self.rows.traces.set_forward_stack(row, stack);
+            self.b.traces.columns.set_forward_stack(row, stack);
             self.flush(&|| place.clone());
         }
         Ok(())
     }
 
-    /// The rows of a list the decoder hook took: streamed rows get their stack, the entries it
-    /// left in the tree are read as usual, in seq order.
-    fn streamed_entries(
-        &mut self,
-        device: usize,
-        streamed: &crate::traces::Streamed,
-        forward: &mut Vec<(usize, String, Value)>,
-    ) -> Result<()> {
-        let mut deferred = streamed.deferred.iter().peekable();
-        let mut row = streamed.first_row;
-        for seq in 0..streamed.entries {
-            if let Some(entry) = deferred.next_if(|d| d.seq == seq) {
-                self.trace_entry(device, seq as usize, entry.object, entry.row, forward)?;
-                if entry.row.is_some() {
-                    row += 1;
-                }
-                continue;
-            }
-            let frames = self.rows.traces.frames[row];
-            if frames != NO_FRAMES {
-                let stack = self.stack(Value::Obj(frames as ObjId))?;
-                self.rows.traces.stack_id[row] = stack.map_or(0, |id| id as u32);
-                self.flush(&|| format!("device_traces[{device}][{seq}]"));
-            }
-            row += 1;
-        }
-        Ok(())
-    }
-
-    /// One entry of a device's trace: a row (appended, or filled at `slot`) or a warning.
-    fn trace_entry(
-        &mut self,
-        device: usize,
-        seq: usize,
-        event: Value,
-        slot: Option<u32>,
-        forward: &mut Vec<(usize, String, Value)>,
-    ) -> Result<()> {
+    /// One entry of a device's trace: a row or a warning; returns whether it made a row.
+    /// `forward_frames` need the rows held (their stacks are numbered after the whole trace).
+    pub fn trace_entry(&mut self, device: usize, seq: usize, event: Value) -> Result<bool> {
         let place = || format!("device_traces[{device}][{seq}]");
         let Some(fields) = self.row_dict(event, &place)? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut row = TraceRow {
-            device: device as i64,
-            seq: seq as i64,
+            device: device as u32,
+            seq: seq as u32,
             ..TraceRow::default()
         };
         let (mut frames, mut extra, mut forward_frames) = (Value::None, Vec::new(), Vec::new());
         for &(key, value) in fields {
-            match self.arena.str(key) {
-                Some("action") => row.action = self.text("action", value),
+            let key_text = self.arena.str(key);
+            if streamed(self.arena, key)
+                || (key_text != Some("frames") && streamed(self.arena, value))
+            {
+                return Err(self.b.stream_mismatch());
+            }
+            match key_text {
+                Some("action") => row.action = self.str_field("action", value).map(Cow::Borrowed),
                 Some("addr") => row.addr = self.address("addr", value),
                 Some("device_free") => row.device_free = self.int("device_free", value),
                 Some("size") => row.size = self.int("size", value),
                 Some("stream") => row.stream = self.int("stream", value),
                 Some("time_us") => row.time_us = self.int("time_us", value),
                 Some("compile_context") => {
-                    row.compile_context = self.text("compile_context", value)
+                    row.compile_context =
+                        self.str_field("compile_context", value).map(Cow::Borrowed)
                 }
-                Some("user_metadata") => row.user_metadata = self.any_text(value)?,
+                Some("user_metadata") => row.user_metadata = self.any_text(value)?.map(Cow::Owned),
                 Some("pool_id") => row.pool_id = self.pool_id("pool_id", value),
                 Some("frames") => frames = value,
                 Some("forward_frames") => forward_frames.push(value),
@@ -643,26 +700,14 @@ impl<'a> Walker<'a> {
         row.stack_id = self.stack(frames)?;
         row.extra_json = self.extra(&extra)?;
         self.flush(&place);
-        let index = match slot {
-            Some(slot) => {
-                self.rows.traces.set_row(slot as usize, row);
-                slot as usize
-            }
-            None => self.rows.traces.push_row(row),
-        };
-        for value in forward_frames {
-            forward.push((index, place(), value));
+        if !forward_frames.is_empty() && !self.b.traces.holds() {
+            return Err(self.b.stream_mismatch());
         }
-        Ok(())
-    }
-
-    /// The tree does not show the lists the decoder hook took where it took them.
-    fn stream_mismatch(&self) -> MemqError {
-        MemqError::input(
-            self.path,
-            Location::None,
-            "the trace lists are not where streaming took them; decode again without it",
-        )
+        let index = self.b.traces.push(row)?;
+        for value in forward_frames {
+            self.b.forward.push((index, place(), value));
+        }
+        Ok(true)
     }
 
     // Other top-level keys.
@@ -708,7 +753,7 @@ impl<'a> Walker<'a> {
     }
 
     fn meta(&mut self, key: &str, value: String, value_type: &'static str) {
-        self.rows.info.push(InfoRow {
+        self.b.rows.info.push(InfoRow {
             section: "meta",
             item: None,
             key: key.to_string(),
@@ -726,7 +771,7 @@ impl<'a> Walker<'a> {
     ) -> Result<()> {
         let value_type = self.arena.type_name(value);
         let value = self.any_text(value)?;
-        self.rows.info.push(InfoRow {
+        self.b.rows.info.push(InfoRow {
             section,
             item,
             key,
@@ -736,28 +781,6 @@ impl<'a> Walker<'a> {
         Ok(())
     }
 
-    fn finish_warnings(&mut self) {
-        let total = self.warnings.len();
-        for (item, (place, message)) in self.warnings.drain(..).take(MAX_WARNINGS).enumerate() {
-            self.rows.info.push(InfoRow {
-                section: "warning",
-                item: Some(item as i64),
-                key: place,
-                value: Some(message),
-                value_type: "str",
-            });
-        }
-        if total > MAX_WARNINGS {
-            self.rows.info.push(InfoRow {
-                section: "warning",
-                item: Some(MAX_WARNINGS as i64),
-                key: "snapshot".to_string(),
-                value: Some(format!("{} more warnings not shown", total - MAX_WARNINGS)),
-                value_type: "str",
-            });
-        }
-    }
-
     // Rows and their containers.
 
     /// A dict that becomes a row, or `None` (with a warning) when it is something else.
@@ -765,13 +788,16 @@ impl<'a> Walker<'a> {
         &mut self,
         value: Value,
         place: &dyn Fn() -> String,
-    ) -> Result<Option<&'a [(Value, Value)]>> {
+    ) -> Result<Option<&'w [(Value, Value)]>> {
         match (value, self.arena.dict(value)) {
             (Value::Obj(id), Some(fields)) => {
                 self.claim(id, place)?;
                 Ok(Some(fields))
             }
             _ => {
+                if streamed(self.arena, value) {
+                    return Err(self.b.stream_mismatch());
+                }
                 let found = self.arena.type_name(value);
                 self.warn(&place(), &format!("is {}, not a dict; skipped", a(found)));
                 Ok(None)
@@ -784,7 +810,7 @@ impl<'a> Walker<'a> {
         &mut self,
         value: Value,
         place: &dyn Fn() -> String,
-    ) -> Result<Option<&'a [Value]>> {
+    ) -> Result<Option<&'w [Value]>> {
         match (value, self.arena.sequence(value)) {
             (Value::Obj(id), Some(items)) => {
                 if !items.is_empty() {
@@ -793,6 +819,9 @@ impl<'a> Walker<'a> {
                 Ok(Some(items))
             }
             _ => {
+                if streamed(self.arena, value) {
+                    return Err(self.b.stream_mismatch());
+                }
                 let found = self.arena.type_name(value);
                 self.warn(&place(), &format!("is {}, not a list; skipped", a(found)));
                 Ok(None)
@@ -802,11 +831,15 @@ impl<'a> Walker<'a> {
 
     /// Refuses a row container reached a second time.
     fn claim(&mut self, id: ObjId, place: &dyn Fn() -> String) -> Result<()> {
-        if !std::mem::replace(&mut self.claimed[id], true) {
+        let claimed = &mut self.b.claimed;
+        if claimed.len() <= id {
+            claimed.resize(self.arena.len().max(id + 1), false);
+        }
+        if !std::mem::replace(&mut claimed[id], true) {
             return Ok(());
         }
         Err(MemqError::input(
-            self.path,
+            &self.b.path,
             Location::ByteOffset(self.arena.offset(id)),
             format!(
                 "{} is an object already read at another place (shared through the memo); \
@@ -825,6 +858,7 @@ impl<'a> Walker<'a> {
             (Value::None, _) => {}
             (_, None) => self.wrong_type(key, value, "an int"),
             (_, Some(i)) if small.is_none() => self
+                .b
                 .problems
                 .push(format!("{key} {i} is out of range; ignored")),
             _ => {}
@@ -839,6 +873,7 @@ impl<'a> Walker<'a> {
             (Value::None, _) => {}
             (_, None) => self.wrong_type(key, value, "an int"),
             (_, Some(i)) if address.is_none() => self
+                .b
                 .problems
                 .push(format!("{key} {i} is not an address; ignored")),
             _ => {}
@@ -846,12 +881,16 @@ impl<'a> Walker<'a> {
         address
     }
 
-    fn text(&mut self, key: &str, value: Value) -> Option<String> {
-        let text = self.arena.str(value).map(str::to_string);
+    fn str_field(&mut self, key: &str, value: Value) -> Option<&'w str> {
+        let text = self.arena.str(value);
         if text.is_none() && value != Value::None {
             self.wrong_type(key, value, "a str");
         }
         text
+    }
+
+    fn text(&mut self, key: &str, value: Value) -> Option<String> {
+        self.str_field(key, value).map(str::to_string)
     }
 
     fn flag(&mut self, key: &str, value: Value) -> Option<bool> {
@@ -880,7 +919,8 @@ impl<'a> Walker<'a> {
 
     fn wrong_type(&mut self, key: &str, value: Value, expected: &str) {
         let found = self.arena.type_name(value);
-        self.problems
+        self.b
+            .problems
             .push(format!("{key} is {}, not {expected}; ignored", a(found)));
     }
 
@@ -907,45 +947,47 @@ impl<'a> Walker<'a> {
     }
 
     fn stack(&mut self, frames: Value) -> Result<Option<i64>> {
-        let (arena, json) = (self.arena, &mut self.json);
-        self.rows
-            .stacks
-            .intern(arena, json, frames, &mut self.problems)
-            .map_err(|BudgetExceeded| self.expansion_error())
+        self.b.stack(self.arena, frames)
     }
 
     fn json_value(
         &mut self,
-        render: impl FnOnce(&mut Json) -> std::result::Result<String, BudgetExceeded>,
+        render: impl FnOnce(&mut Json) -> std::result::Result<String, JsonError>,
     ) -> Result<String> {
-        render(&mut self.json).map_err(|BudgetExceeded| self.expansion_error())
-    }
-
-    fn expansion_error(&self) -> MemqError {
-        MemqError::input(
-            self.path,
-            Location::None,
-            "the snapshot's values expand far beyond the file's size through shared references; \
-             refusing it",
-        )
+        render(&mut self.b.json).map_err(|e| self.b.json_error(e))
     }
 
     // Warnings.
 
     fn warn(&mut self, place: &str, message: &str) {
-        self.warnings.push((place.to_string(), message.to_string()));
+        if self.to_head {
+            self.head.push((place.to_string(), message.to_string()));
+        } else {
+            self.b.warn(place.to_string(), message.to_string());
+        }
     }
 
     /// Gives the problems of the dict just read their place.
     fn flush(&mut self, place: &dyn Fn() -> String) {
-        if self.problems.is_empty() {
-            return;
-        }
-        let place = place();
-        for problem in self.problems.drain(..) {
-            self.warnings.push((place.clone(), problem));
+        if self.to_head {
+            if !self.b.problems.is_empty() {
+                let place = place();
+                for problem in std::mem::take(&mut self.b.problems) {
+                    self.head.push((place.clone(), problem));
+                }
+            }
+        } else {
+            self.b.flush(place);
         }
     }
+}
+
+/// A value the streaming decoder let go of, directly or as an item of a sequence.
+fn streamed(arena: &Arena, value: Value) -> bool {
+    matches!(value, Value::Tag(_))
+        || arena
+            .sequence(value)
+            .is_some_and(|items| items.iter().any(|v| matches!(v, Value::Tag(_))))
 }
 
 /// One spelling per block state: the TypedDict's `active_awaiting_free` is the builders'
