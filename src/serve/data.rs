@@ -782,15 +782,19 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64, marks: &[Value]) -> Result
             out["blocks"] = json!(top
                 .iter()
                 .take(50)
-                .map(|r| json!({
-                    "id": format!("{}@{}", r.i64("ptr").unwrap_or(0), r.i64("alloc_ts").unwrap_or(0)),
-                    "ptr": hex(r.i64("ptr")),
-                    "size": r.i64("bytes"),
-                    "owner": r.str("owner"),
-                    "frame": r.str("user_frame"),
-                    "alloc_x_rel": rel(r.i64("alloc_ts")),
-                    "free_x_rel": null,
-                }))
+                .map(|r| live_block(
+                    format!(
+                        "{}@{}",
+                        r.i64("ptr").unwrap_or(0),
+                        r.i64("alloc_ts").unwrap_or(0)
+                    ),
+                    hex(r.i64("ptr")),
+                    r.i64("bytes"),
+                    r.str("owner"),
+                    r.str("user_frame"),
+                    rel(r.i64("alloc_ts")),
+                    None
+                ))
                 .collect::<Vec<_>>());
             out["segments"] = json!([]);
         }
@@ -820,15 +824,19 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64, marks: &[Value]) -> Result
             out["blocks"] = json!(top
                 .iter()
                 .take(50)
-                .map(|r| json!({
-                    "id": format!("{}@{}@{at}", r.i64("address").unwrap_or(0), r.i64("stack_id").unwrap_or(-1)),
-                    "ptr": hex(r.i64("address")),
-                    "size": r.i64("size"),
-                    "owner": null,
-                    "frame": r.str("user_frame"),
-                    "alloc_x_rel": null,
-                    "free_x_rel": null,
-                }))
+                .map(|r| live_block(
+                    format!(
+                        "{}@{}@{at}",
+                        r.i64("address").unwrap_or(0),
+                        r.i64("stack_id").unwrap_or(-1)
+                    ),
+                    hex(r.i64("address")),
+                    r.i64("size"),
+                    None,
+                    r.str("user_frame"),
+                    None,
+                    None
+                ))
                 .collect::<Vec<_>>());
             out["segments"] = json!(r
                 .iter()
@@ -872,20 +880,40 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64, marks: &[Value]) -> Result
             out["blocks"] = json!(top
                 .iter()
                 .take(50)
-                .map(|r| json!({
-                    "id": format!("{}@{}", r.i64("addr").unwrap_or(0), r.i64("ts").unwrap_or(0)),
-                    "ptr": hex(r.i64("addr")),
-                    "size": r.i64("bytes"),
-                    "owner": r.str("op"),
-                    "frame": null,
-                    "alloc_x_rel": rel(r.i64("ts")),
-                    "free_x_rel": rel(r.i64("free_ts")),
-                }))
+                .map(|r| live_block(
+                    format!(
+                        "{}@{}",
+                        r.i64("addr").unwrap_or(0),
+                        r.i64("ts").unwrap_or(0)
+                    ),
+                    hex(r.i64("addr")),
+                    r.i64("bytes"),
+                    r.str("op"),
+                    None,
+                    rel(r.i64("ts")),
+                    rel(r.i64("free_ts"))
+                ))
                 .collect::<Vec<_>>());
             out["segments"] = json!([]);
         }
     }
     Ok(out)
+}
+
+/// A live block as the moment lists it.
+fn live_block(
+    id: String,
+    ptr: String,
+    size: Option<i64>,
+    owner: Option<&str>,
+    frame: Option<&str>,
+    alloc_x_rel: Option<f64>,
+    free_x_rel: Option<f64>,
+) -> Value {
+    json!({
+        "id": id, "ptr": ptr, "size": size, "owner": owner, "frame": frame,
+        "alloc_x_rel": alloc_x_rel, "free_x_rel": free_x_rel,
+    })
 }
 
 fn lines(stack: Option<&str>) -> Vec<String> {

@@ -280,3 +280,24 @@ pub async fn query_json(engine: &Engine, sql: &str) -> Vec<Row> {
     }
     out
 }
+
+/// `memq report INPUT -o <tmp>/r.json`, parsed.
+pub fn report_json(inputs: &[std::path::PathBuf], extra: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("r.json");
+    let o = memq()
+        .arg("report")
+        .args(inputs)
+        .arg("-o")
+        .arg(&out)
+        .args(extra)
+        .output()
+        .expect("run memq");
+    assert!(
+        o.status.success(),
+        "memq report failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&out).expect("report written");
+    serde_json::from_str(&text).expect("valid JSON")
+}

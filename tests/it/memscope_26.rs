@@ -736,21 +736,7 @@ async fn config_json_decides_when_rows_cannot() {
 #[test]
 fn report_and_check_on_a_malloc_only_dump() {
     let dump = fixture_root().join("fixtures/memscope/v26/malloc_only.csv");
-    let dir = tempfile::TempDir::new().unwrap();
-    let json_path = dir.path().join("r.json");
-    let out = crate::common::memq()
-        .args(["report", "--no-cache"])
-        .arg(&dump)
-        .arg("-o")
-        .arg(&json_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let r = crate::common::report_json(std::slice::from_ref(&dump), &["--no-cache"]);
     assert!(r["metrics"]["leak_bytes"].is_null(), "{}", r["metrics"]);
     let peak_where = r["metrics"]["peak_where"].as_str().unwrap();
     assert!(!peak_where.contains("live"), "{peak_where}");

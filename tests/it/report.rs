@@ -7,31 +7,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::{fixture, real_fixture, shared_dataset};
+use crate::common::{fixture, real_fixture, report_json, shared_dataset};
 
 fn memq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memq"))
-}
-
-/// `memq report INPUT -o <tmp>/r.json`, parsed.
-fn report_json(inputs: &[PathBuf], extra: &[&str]) -> Value {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("r.json");
-    let o = memq()
-        .arg("report")
-        .args(inputs)
-        .arg("-o")
-        .arg(&out)
-        .args(extra)
-        .output()
-        .expect("run memq");
-    assert!(
-        o.status.success(),
-        "memq report failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let text = std::fs::read_to_string(&out).expect("report written");
-    serde_json::from_str(&text).expect("valid JSON")
 }
 
 fn findings<'a>(r: &'a Value, kind: &str) -> Vec<&'a Value> {

@@ -235,21 +235,7 @@ fn report_and_check_read_a_trace() {
             .clone()
     };
     let (allocated, reserved) = (peak("allocated"), peak("reserved"));
-    let dir = tempfile::TempDir::new().unwrap();
-    let json_path = dir.path().join("r.json");
-    let out = memq()
-        .args(["report", "--no-cache"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&json_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let r = crate::common::report_json(std::slice::from_ref(&file), &["--no-cache"]);
     let m = &r["metrics"];
     assert_eq!(i(&m["peak_bytes"]), i(&allocated["peak_bytes"]));
     assert_eq!(
