@@ -79,4 +79,39 @@ mod tests {
         // The library builds on itself (oom_findings reads step_peaks, …).
         assert!(edges > 10, "{edges} dependencies");
     }
+
+    /// Each format's part of a `@union` view declares the union's columns, in order, so that
+    /// `UNION ALL` lines them up by meaning and not only by position; every format answers
+    /// `source_capabilities`.
+    #[test]
+    fn union_parts_match_their_view() {
+        let all = super::analyses();
+        let unions: Vec<_> = all.iter().filter(|a| a.union).collect();
+        assert!(unions.iter().any(|u| u.name == "source_capabilities"));
+        for u in unions {
+            let shape = |a: &memq_engine::library::Analysis| -> Vec<(String, String)> {
+                a.columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.sql_type.clone()))
+                    .collect()
+            };
+            let parts: Vec<_> = all
+                .iter()
+                .filter(|a| a.part_of.as_deref() == Some(u.name.as_str()))
+                .collect();
+            for p in &parts {
+                assert_eq!(shape(p), shape(u), "{} against {}", p.path, u.path);
+                assert!(p.private, "{}: a part is @private", p.path);
+                assert!(u.body.contains(&format!("SELECT * FROM {}", p.name)));
+            }
+            let families: std::collections::BTreeSet<&str> =
+                parts.iter().filter_map(|p| p.path.split('/').next()).collect();
+            assert_eq!(
+                families.into_iter().collect::<Vec<_>>(),
+                ["memscope", "profiler", "snapshot", "trace"],
+                "every format answers {}",
+                u.name
+            );
+        }
+    }
 }

@@ -203,6 +203,17 @@ pub fn build(d: &Data, input: &str) -> Report {
         verdict,
         findings: b.findings,
         sections: b.sections,
+        capabilities: d
+            .source_caps
+            .iter()
+            .map(|r| Capability {
+                source: r.s("source"),
+                kind: r.s("kind"),
+                capability: r.s("capability"),
+                present: r.b("present"),
+                when_missing: r.str("when_missing").map(str::to_string),
+            })
+            .collect(),
         notes,
     }
 }
@@ -274,24 +285,9 @@ fn sources_section(b: &mut Builder) {
         ));
     }
     if d.has_memscope() {
-        let yn = |r: &Row, c: &str| if r.b(c) { "yes" } else { "—" }.to_string();
         blocks.push(table(
             "What each dump holds (view capabilities)",
-            &[
-                "dump",
-                "gen",
-                "rows",
-                "procs",
-                "devices",
-                "pools",
-                "owners",
-                "py stacks",
-                "alloc/free",
-                "counters",
-                "snapshots",
-                "OOM",
-                "steps",
-            ],
+            &["dump", "gen", "rows", "procs", "devices", "pools"],
             d.capabilities
                 .iter()
                 .map(|r| {
@@ -302,17 +298,13 @@ fn sources_section(b: &mut Builder) {
                         r.s("processes"),
                         r.s("devices"),
                         r.s("pools"),
-                        yn(&r, "has_owners"),
-                        yn(&r, "has_py_stacks"),
-                        yn(&r, "has_alloc_free"),
-                        yn(&r, "has_pool_counters"),
-                        yn(&r, "has_snapshots"),
-                        yn(&r, "has_oom"),
-                        yn(&r, "has_steps"),
                     ]
                 })
                 .collect(),
         ));
+    }
+    blocks.extend(capability_blocks(&d.source_caps));
+    if d.has_memscope() {
         let any = |c: &str| d.capabilities.iter().any(|r| r.b(c));
         // (capability, what cannot be concluded without it, what is missing, how to collect it)
         let needs = [
@@ -457,6 +449,95 @@ fn sources_section(b: &mut Builder) {
         title: "1. Sources and capabilities".into(),
         blocks,
     });
+}
+
+/// The capability words of view source_capabilities, in the order the matrix shows them.
+const CAPABILITIES: &[&str] = &[
+    "timeline",
+    "block_lifetimes",
+    "full_history",
+    "stacks",
+    "owners",
+    "labels",
+    "ops",
+    "steps",
+    "reserved",
+    "allocator_state",
+    "oom",
+    "host_memory",
+    "annotations",
+];
+
+/// What every input can answer (a matrix: yes, no, or blank where its format cannot carry the
+/// fact) and, for what is absent, what cannot be concluded and how to collect it.
+fn capability_blocks(caps: &Rows) -> Vec<Block> {
+    use std::collections::BTreeMap;
+    if caps.is_empty() {
+        return Vec::new();
+    }
+    let shown: Vec<&str> = CAPABILITIES
+        .iter()
+        .copied()
+        .filter(|c| caps.iter().any(|r| r.s("capability") == *c))
+        .collect();
+    let mut by_source: BTreeMap<String, (String, BTreeMap<String, bool>)> = BTreeMap::new();
+    // (capability, what is missing) -> the inputs that lack it
+    let mut missing: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
+    for r in caps.iter() {
+        let source = r.s("source");
+        let capability = r.s("capability");
+        let entry = by_source
+            .entry(source.clone())
+            .or_insert_with(|| (r.s("kind"), BTreeMap::new()));
+        entry.1.insert(capability.clone(), r.b("present"));
+        if !r.b("present") {
+            let order = shown.iter().position(|c| *c == capability).unwrap_or(usize::MAX);
+            missing
+                .entry((order, r.s("when_missing")))
+                .or_default()
+                .push(short_source(&source));
+        }
+    }
+    let mut headers = vec!["input", "kind"];
+    headers.extend(shown.iter().map(|c| *c));
+    let header_words: Vec<String> = headers.iter().map(|h| h.replace('_', " ")).collect();
+    let header_refs: Vec<&str> = header_words.iter().map(String::as_str).collect();
+    let rows = by_source
+        .iter()
+        .map(|(source, (kind, has))| {
+            let mut row = vec![short_source(source), kind.clone()];
+            row.extend(shown.iter().map(|c| match has.get(*c) {
+                Some(true) => "yes".to_string(),
+                Some(false) => "no".to_string(),
+                None => String::new(),
+            }));
+            row
+        })
+        .collect();
+    let mut blocks = vec![table(
+        "What each input can answer (view source_capabilities; blank: the format cannot carry it)",
+        &header_refs,
+        rows,
+    )];
+    if !missing.is_empty() {
+        blocks.push(table(
+            "What the inputs cannot answer, and what to collect",
+            &["missing", "inputs", "what cannot be concluded, and how to collect it"],
+            missing
+                .into_iter()
+                .map(|((order, text), inputs)| {
+                    let what = shown.get(order).map(|c| c.replace('_', " ")).unwrap_or_default();
+                    let inputs = if inputs.len() > 3 {
+                        format!("{} inputs", inputs.len())
+                    } else {
+                        inputs.join(", ")
+                    };
+                    vec![what, inputs, text]
+                })
+                .collect(),
+        ));
+    }
+    blocks
 }
 
 // ---------------------------------------------------------------- (2) curves

@@ -35,6 +35,7 @@ pub fn value(r: &Report) -> Value {
             v
         }).collect::<Vec<_>>(),
         "sections": r.sections.iter().map(|s| json!({"id": s.id, "title": s.title})).collect::<Vec<_>>(),
+        "capabilities": r.capabilities,
         "notes": r.notes,
     })
 }

@@ -436,8 +436,21 @@ pub struct Report {
     pub verdict: Verdict,
     pub findings: Vec<Finding>,
     pub sections: Vec<Section>,
+    /// What each input can answer (view source_capabilities), shown in section 1.
+    pub capabilities: Vec<Capability>,
     /// Analyses that failed (their error), so a reader knows what is missing.
     pub notes: Vec<String>,
+}
+
+/// One row of view source_capabilities.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Capability {
+    pub source: String,
+    pub kind: String,
+    pub capability: String,
+    pub present: bool,
+    /// What cannot be concluded without it, and how to collect it; None when present.
+    pub when_missing: Option<String>,
 }
 
 // ------------------------------------------------------------------------------------------
@@ -451,6 +464,8 @@ pub struct Data {
     pub notes: Vec<String>,
     // memscope
     pub capabilities: Rows,
+    /// view source_capabilities: what each input of any format can answer
+    pub source_caps: Rows,
     pub sources: Rows,
     pub span: Option<(i64, i64)>,
     pub rejects: i64,
@@ -639,6 +654,10 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         "SELECT source, generation, rows, processes, devices, pools, has_owners, has_py_stacks, has_alloc_free, pairing, \
          has_pool_counters, has_snapshots, has_oom, has_steps, complete_steps FROM capabilities ORDER BY source",
     );
+    let source_caps = b.add(
+        "source_capabilities",
+        "SELECT source, kind, capability, present, when_missing FROM source_capabilities ORDER BY source, capability",
+    );
     let sources = b.add(
         "sources",
         "SELECT kind, generation, COUNT(*) AS files, SUM(rows) AS rows, SUM(rejects) AS rejects, SUM(size_bytes) AS size_bytes \
@@ -656,6 +675,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     let mut r = b.run(e, &mut n).await;
     d.trace_peaks = d.filter_dev(std::mem::take(&mut r[trace_peaks]));
     d.capabilities = std::mem::take(&mut r[caps]);
+    d.source_caps = std::mem::take(&mut r[source_caps]);
     d.sources = std::mem::take(&mut r[sources]);
     d.rejects = d.sources.iter().filter_map(|r| r.i64("rejects")).sum();
     d.snap_overview = d.filter_dev(std::mem::take(&mut r[overview]));

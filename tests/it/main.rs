@@ -4,6 +4,7 @@
 mod common;
 
 mod attribution;
+mod capabilities;
 mod cli;
 #[cfg(feature = "cluster")]
 mod cluster;

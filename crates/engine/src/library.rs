@@ -18,6 +18,11 @@
 //! the query as typed literal values (a value can never change the statement's structure).
 //! `-- @private` marks a helper the other analyses build on; `-- @stored` a view computed once
 //! when the dataset is built and read from there ([`crate::stored`]).
+//!
+//! A view that every format answers in its own way is declared once, format-blind, in the
+//! engine's own `sql/` with `-- @union` and no query: its query is the `UNION ALL` of every view
+//! marked `-- @part NAME` (each format's private part, with the same `@column` lines), so a new
+//! format joins it by adding a file, and the engine never names a format.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,6 +70,10 @@ pub struct Analysis {
     /// (`crate::stored`); a query reads the stored rows instead of planning the view. Only a
     /// view (no `@param`) can be stored.
     pub stored: bool,
+    /// `@part NAME`: one format's rows of the `@union` view NAME.
+    pub part_of: Option<String>,
+    /// `@union`: the view is the union of its parts (its query is composed by [`analyses`]).
+    pub union: bool,
     pub body: String,
 }
 
@@ -129,6 +138,8 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
     let mut columns = Vec::new();
     let mut private = false;
     let mut stored = false;
+    let mut part_of = None;
+    let mut union = false;
     let mut body_start = text.len();
     let mut offset = 0;
     for (n, line) in text.split_inclusive('\n').enumerate() {
@@ -174,6 +185,10 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
             private = true;
         } else if comment.starts_with("@stored") {
             stored = true;
+        } else if let Some(whole) = comment.strip_prefix("@part ") {
+            part_of = Some(whole.trim().to_string());
+        } else if comment.starts_with("@union") {
+            union = true;
         } else {
             doc_lines.push(comment.to_string());
         }
@@ -183,8 +198,13 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         .trim_end_matches(';')
         .trim()
         .to_string();
-    if body.is_empty() {
+    if body.is_empty() && !union {
         return Err(format!("sql/{path}: no query after the comment block"));
+    }
+    if union && (!body.is_empty() || !params.is_empty()) {
+        return Err(format!(
+            "sql/{path}: a `@union` view has no query and no `@param`: its parts (`@part {name}`) are its rows"
+        ));
     }
     while doc_lines.last().is_some_and(|l| l.is_empty()) {
         doc_lines.pop();
@@ -214,6 +234,8 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         columns,
         private,
         stored,
+        part_of,
+        union,
         body,
     })
 }
@@ -285,15 +307,55 @@ pub fn sql_type_name(t: &DataType) -> String {
     }
 }
 
-/// Every analysis of `files` (the formats' libraries, compiled into the binary).
+/// The engine's own, format-blind library: the `@union` views the formats add parts to.
+pub const COMMON_SQL: &[SqlFile] = memq_core::sql_files!("common", "source_capabilities");
+
+/// Every analysis of `files` (the formats' libraries, compiled into the binary) and of the
+/// engine's own library, each `@union` view's query composed from its parts.
 pub fn analyses(files: &[SqlFile]) -> Vec<Analysis> {
-    files
+    compose(
+        COMMON_SQL
+            .iter()
+            .chain(files)
+            .map(|f| {
+                parse(f.path, f.text)
+                    .unwrap_or_else(|e| panic!("bad library file (a build-time bug): {e}"))
+            })
+            .collect(),
+    )
+}
+
+/// Gives each `@union` view the query that reads its parts.
+fn compose(mut all: Vec<Analysis>) -> Vec<Analysis> {
+    let parts: Vec<(String, String)> = all
         .iter()
-        .map(|f| {
-            parse(f.path, f.text)
-                .unwrap_or_else(|e| panic!("bad library file (a build-time bug): {e}"))
-        })
-        .collect()
+        .filter_map(|a| Some((a.part_of.clone()?, a.name.clone())))
+        .collect();
+    for u in all.iter_mut().filter(|a| a.union) {
+        let mine: Vec<&str> = parts
+            .iter()
+            .filter(|(of, _)| *of == u.name)
+            .map(|(_, part)| part.as_str())
+            .collect();
+        u.body = union_body(&u.columns, &mine);
+    }
+    all
+}
+
+/// `SELECT * FROM a UNION ALL SELECT * FROM b …`; with no part, no row of the declared columns.
+fn union_body(columns: &[ColumnDoc], parts: &[&str]) -> String {
+    if parts.is_empty() {
+        let nulls: Vec<String> = columns
+            .iter()
+            .map(|c| format!("CAST(NULL AS {}) AS {}", c.sql_type, c.name))
+            .collect();
+        return format!("SELECT {} WHERE false", nulls.join(", "));
+    }
+    parts
+        .iter()
+        .map(|p| format!("SELECT * FROM {p}"))
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
 }
 
 /// A parameterised analysis as a DataFusion table function.
@@ -604,6 +666,39 @@ mod tests {
 
     fn analysis(path: &str, text: &str) -> Analysis {
         parse(path, text).unwrap()
+    }
+
+    #[test]
+    fn common_sql_lists_every_file() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+        memq_core::format::check_sql_dir(&dir, COMMON_SQL).unwrap();
+    }
+
+    #[test]
+    fn a_union_view_is_the_union_of_its_parts() {
+        let common = "-- u: every format's rows\n-- @union\n-- @column n BIGINT count: x\n";
+        assert!(parse("common/u.sql", &format!("{common}SELECT 1 AS n")).is_err());
+        assert!(parse("x/v.sql", "-- v: z\n-- @column n BIGINT x\n").is_err());
+        let u = analysis("common/u.sql", common);
+        assert!(u.union && u.body.is_empty());
+        let part = |name: &str| {
+            let path = format!("{name}/{name}_u.sql");
+            let text = format!("-- {name}_u: z\n-- @private\n-- @part u\n-- @column n BIGINT x\nSELECT 2 AS n");
+            (path, text)
+        };
+        let (pa, ta) = part("a");
+        let (pb, tb) = part("b");
+        let composed = compose(vec![
+            analysis("common/u.sql", common),
+            analysis(&pa, &ta),
+            analysis(&pb, &tb),
+        ]);
+        let u = composed.iter().find(|a| a.name == "u").unwrap();
+        assert_eq!(u.body, "SELECT * FROM a_u UNION ALL SELECT * FROM b_u");
+        assert_eq!(composed[1].part_of.as_deref(), Some("u"));
+        // With no part the view still has its columns, and no row.
+        let alone = compose(vec![analysis("common/u.sql", common)]);
+        assert_eq!(alone[0].body, "SELECT CAST(NULL AS BIGINT) AS n WHERE false");
     }
 
     #[tokio::test]

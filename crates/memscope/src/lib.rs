@@ -52,6 +52,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "leak_candidates",
     "leak_summary",
     "mem_state_at",
+    "memscope_source_capabilities",
     "oom_events",
     "oom_findings",
     "owner_peaks",

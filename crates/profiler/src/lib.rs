@@ -28,6 +28,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "prof_live_at_peak",
     "prof_longest_held",
     "prof_module_peaks",
+    "prof_source_capabilities",
 );
 
 /// The profiler's output folder, the parent of the memory CSVs.

@@ -363,6 +363,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snap_peak_blocks",
     "snap_peak_split",
     "snap_segment_types",
+    "snap_source_capabilities",
     "snap_stack_attribution",
     "snap_stacks",
     "snap_stage_memory",

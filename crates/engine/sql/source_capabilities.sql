@@ -1,0 +1,36 @@
+-- source_capabilities: what each input can and cannot answer — which optional facts it carries (stacks, owners, steps, a whole trace, host memory, annotations, …), with the rows behind each answer.
+--
+-- One row per input file and capability, for every format memq reads. Read it before trusting an
+-- analysis: a capability that is absent makes the analyses that need it answer "cannot conclude"
+-- (never "none found"), and `when_missing` says what to collect to get it. A capability a format
+-- cannot carry at all is not listed for its files.
+--
+-- The vocabulary, the same for every format:
+--   timeline         memory over time, event by event (dump rows, snapshot trace entries,
+--                    profiler samples, trace [memory] events)
+--   block_lifetimes  allocations and frees that pair into blocks (live bytes, leaks, what was
+--                    live at a moment)
+--   full_history     the trace covers the whole run: the peak before its first entry is not
+--                    lost (a snapshot's ring buffer that wrapped kept only the last entries)
+--   stacks           call stacks of the allocations (who allocated: code attribution)
+--   owners           an owner or component per allocation (bytes by owner)
+--   labels           user labels on allocations (snapshot user_metadata: module FQNs)
+--   ops              the operator that allocated (memory by op)
+--   steps            training steps (growth per step, step peaks)
+--   reserved         the allocator's reserved (or pool total) bytes, not only allocated bytes
+--   allocator_state  the segments and blocks at the end (fragmentation, cached free memory)
+--   oom              out-of-memory events (OOM diagnosis)
+--   host_memory      host (CPU or pinned) memory beside device memory
+--   annotations      notes attached to live blocks after allocation, or marks in the run
+--
+-- Each format answers its own part (`-- @part source_capabilities` in its library); `memq
+-- report` prints this matrix as its first section.
+--
+-- @union
+-- @column source        VARCHAR the input file (sources.source)
+-- @column kind          VARCHAR what the file is (sources.kind): memscope_csv, memscope_db, snapshot, kineto_trace, profiler_memory_record, profiler_operator_memory, …
+-- @column capability    VARCHAR timeline, block_lifetimes, full_history, stacks, owners, labels, ops, steps, reserved, allocator_state, oom, host_memory or annotations (see above)
+-- @column present       BOOLEAN the input carries it
+-- @column evidence_rows BIGINT  count: rows (entries, events, segments) that carry it; 0 when absent
+-- @column answers       VARCHAR what it lets memq answer, and the analyses that read it
+-- @column when_missing  VARCHAR NULL when present; else what cannot be concluded, and how to collect it
