@@ -616,7 +616,7 @@ async fn run(cli: Cli) -> Result<()> {
             output,
             pool,
             device,
-        } => crate::report::run_report(&inputs, output.as_deref(), pool, device).await,
+        } => crate::commands::report::run_report(&inputs, output.as_deref(), pool, device).await,
         Command::Check {
             inputs,
             max_peak,
@@ -626,7 +626,7 @@ async fn run(cli: Cli) -> Result<()> {
             no_oom,
             format,
         } => {
-            let code = crate::report::run_check(
+            let code = crate::commands::report::run_check(
                 &inputs,
                 [max_peak, max_reserved, max_leak],
                 max_frag,

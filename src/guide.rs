@@ -170,12 +170,6 @@ fn plural(n: i64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Whether a pool of a device counts as one of the dataset's devices (the banner's and the
-/// report's count): not the host's pinned memory, not a row without a device (`N/A`).
-pub fn counts_as_device(pool: &str, device: &str) -> bool {
-    pool != "HOST_PINNED" && device != "N/A"
-}
-
 /// The analysis called `name`, or why there is none: "no analysis named peak; did you mean
 /// `peaks`?".
 pub fn analysis_named<'a>(analyses: &'a [Analysis], name: &str) -> Result<&'a Analysis, String> {

@@ -14,6 +14,7 @@ pub mod agent;
 pub mod api;
 pub mod cli;
 pub mod cluster;
+pub mod commands;
 pub mod errors;
 pub mod exec;
 pub mod export;
@@ -22,7 +23,6 @@ pub mod open;
 pub mod output;
 pub mod params;
 pub mod repl;
-pub mod report;
 pub mod run;
 pub mod serve;
 
@@ -30,6 +30,8 @@ use std::sync::Arc;
 
 pub use memq_core::error;
 use memq_core::format::Catalog;
+/// The diagnosis: `memq report` and `memq check` (crate memq-report).
+pub use memq_report as report;
 
 /// Every format this memq reads, in detection order: snapshot pickles (recognised by
 /// extension or first byte), Ascend profiler memory CSVs (by folder or header), torch.profiler
@@ -104,8 +106,10 @@ mod tests {
                 assert!(p.private, "{}: a part is @private", p.path);
                 assert!(u.body.contains(&format!("SELECT * FROM {}", p.name)));
             }
-            let families: std::collections::BTreeSet<&str> =
-                parts.iter().filter_map(|p| p.path.split('/').next()).collect();
+            let families: std::collections::BTreeSet<&str> = parts
+                .iter()
+                .filter_map(|p| p.path.split('/').next())
+                .collect();
             assert_eq!(
                 families.into_iter().collect::<Vec<_>>(),
                 ["memscope", "profiler", "snapshot", "trace"],

@@ -1,0 +1,268 @@
+//! The judgement: problem → evidence → advice, with a severity, from the rows of [`Data`];
+//! and the layout of the report's sections (docs/report.md lists the kinds).
+//!
+//! Rules that go beyond a threshold (docs/formats/memscope.md §6.16, docs/formats/snapshot.md §6.2):
+//! - a leak is memory held to the end that *grows* step after step (held bytes at the end of
+//!   every complete step never decreasing and rising more than once: steady or periodic);
+//!   memory allocated once and kept is resident;
+//!   stock memory (allocated before collection) is never a leak verdict;
+//! - reserved-but-free memory of a caching allocator is cached, not fragmented: whole free
+//!   segments go back with `empty_cache()`. Fragmentation is free memory that cannot serve a
+//!   request as large as its segment's largest hole: Σ (free − largest free block) per segment,
+//!   as a share of all free memory;
+//! - the snapshot peak is the true active peak (MemoryViz's method), not the reference's net
+//!   segment growth.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+mod curves;
+mod frag;
+mod leaks;
+mod oom;
+mod owners;
+mod snapshots;
+mod sources;
+mod traces;
+mod verdict;
+
+use curves::*;
+use frag::*;
+use leaks::*;
+use oom::*;
+use owners::*;
+use snapshots::*;
+use sources::*;
+use traces::*;
+use verdict::*;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Ok,
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Ok => "ok",
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// What the data lacks for a conclusion, and how to collect it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CannotConclude {
+    pub missing: String,
+    pub collect_with: String,
+}
+
+/// One finding: problem → evidence → advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub kind: String,
+    pub severity: Severity,
+    pub section: u8,
+    pub title: String,
+    pub problem: String,
+    pub evidence: Map<String, Value>,
+    /// The evidence in words, one line each (figures, times, owners, frames).
+    pub evidence_text: Vec<String>,
+    pub advice: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cannot_conclude: Option<CannotConclude>,
+}
+
+fn finding(kind: &str, severity: Severity, section: u8, title: String, problem: String) -> Finding {
+    Finding {
+        kind: kind.into(),
+        severity,
+        section,
+        title,
+        problem,
+        evidence: Map::new(),
+        evidence_text: Vec::new(),
+        advice: Vec::new(),
+        cannot_conclude: None,
+    }
+}
+
+fn cannot(section: u8, what: &str, missing: &str, collect_with: &str) -> Finding {
+    let mut f = finding(
+        "cannot_conclude",
+        Severity::Info,
+        section,
+        format!("Cannot conclude {what}"),
+        format!("cannot conclude {what}: missing {missing} — collect with {collect_with}"),
+    );
+    f.evidence.insert("what".into(), json!(what));
+    f.cannot_conclude = Some(CannotConclude {
+        missing: missing.into(),
+        collect_with: collect_with.into(),
+    });
+    f
+}
+
+fn table(caption: &str, headers: &[&str], rows: Vec<Vec<String>>) -> Block {
+    Block::Table(Table {
+        caption: caption.into(),
+        headers: headers.iter().map(|s| s.to_string()).collect(),
+        rows,
+    })
+}
+
+fn ob(v: Option<i64>) -> String {
+    v.map(fmt_bytes).unwrap_or_else(|| "—".into())
+}
+
+fn short_source(s: &str) -> String {
+    // the device folder says more than the long dump name
+    let parts: Vec<&str> = s.split('/').collect();
+    if let Some(i) = parts.iter().position(|p| p.starts_with("device_")) {
+        return format!("{}/{}", parts[i], parts.last().unwrap_or(&""));
+    }
+    parts.last().unwrap_or(&s).to_string()
+}
+
+/// A series key.
+type Key = (String, i64, String, String);
+
+struct Builder<'a> {
+    d: &'a Data,
+    findings: Vec<Finding>,
+    sections: Vec<Section>,
+    metrics: Metrics,
+    start: Option<i64>,
+    /// Growing bytes and cached free bytes per device ("device D" or "SNAPSHOT device D"):
+    /// the cards and `memq check` give the device with the most, and say which.
+    leak_by_device: std::collections::BTreeMap<String, i64>,
+    cached_by_device: std::collections::BTreeMap<String, i64>,
+    /// Some held memory could not be judged (a cannot-conclude finding says which).
+    growth_unknown: bool,
+}
+
+/// The largest value of a per-device map and its device.
+fn worst(by_device: &std::collections::BTreeMap<String, i64>) -> (Option<i64>, Option<String>) {
+    match by_device
+        .iter()
+        .max_by_key(|(k, v)| (**v, std::cmp::Reverse((*k).clone())))
+    {
+        Some((k, v)) => (Some(*v), Some(k.clone())),
+        None => (None, None),
+    }
+}
+
+impl Builder<'_> {
+    fn push(&mut self, f: Finding) -> Block {
+        self.findings.push(f);
+        Block::Finding(self.findings.len() - 1)
+    }
+    fn ts(&self, ts: i64) -> String {
+        fmt_ts(ts, self.start)
+    }
+    fn rel_s(&self, ts: i64) -> f64 {
+        (ts - self.start.unwrap_or(ts)) as f64 / 1e9
+    }
+}
+
+/// Builds the report from the gathered rows.
+pub fn build(d: &Data, input: &str) -> Report {
+    let mut b = Builder {
+        d,
+        findings: Vec::new(),
+        sections: Vec::new(),
+        metrics: Metrics::default(),
+        start: d.run_start(),
+        leak_by_device: Default::default(),
+        cached_by_device: Default::default(),
+        growth_unknown: false,
+    };
+    sources_section(&mut b);
+    if d.has_memscope() {
+        curve_section(&mut b);
+        owners_section(&mut b);
+        leak_section(&mut b);
+    }
+    oom_section(&mut b);
+    frag_section(&mut b);
+    if d.has_snapshot() {
+        snapshot_section(&mut b);
+    }
+    if d.has_trace() {
+        trace_section(&mut b);
+    }
+    if d.has_memscope() {
+        // growth is measurable on msMemScope events: 0 B with no growing owner, unless some
+        // held memory could not be judged (then only a leak found is a figure)
+        let (bytes, at) = worst(&b.leak_by_device);
+        b.metrics.leak_bytes = match bytes {
+            Some(v) => Some(v),
+            None if b.growth_unknown => None,
+            None => Some(0),
+        };
+        b.metrics.leak_where = at;
+    }
+    (b.metrics.cached_free_bytes, b.metrics.cached_free_where) = worst(&b.cached_by_device);
+    renumber(&mut b.sections, &mut b.findings);
+    let verdict = verdict(&b);
+    let mut notes = d.notes.clone();
+    notes.dedup();
+    Report {
+        input: input.to_string(),
+        generated: format!("memq {}", env!("CARGO_PKG_VERSION")),
+        metrics: b.metrics,
+        verdict,
+        findings: b.findings,
+        sections: b.sections,
+        capabilities: d
+            .source_caps
+            .iter()
+            .map(|r| Capability {
+                source: r.s("source"),
+                kind: r.s("kind"),
+                capability: r.s("capability"),
+                present: r.b("present"),
+                when_missing: r.str("when_missing").map(str::to_string),
+            })
+            .collect(),
+        notes,
+    }
+}
+
+/// Numbers the sections present in reading order (a snapshot's page has no sections 2–4) and
+/// makes every "section N" of the findings' text follow. A finding's `section` stays the
+/// section's fixed number (the JSON's stable key; `sections` maps it to the shown title).
+fn renumber(sections: &mut [Section], findings: &mut [Finding]) {
+    let mut map = Vec::new();
+    for (i, s) in sections.iter_mut().enumerate() {
+        let new = i as u8 + 1;
+        if let Some((old, rest)) = s.title.split_once(". ") {
+            if let Ok(old) = old.parse::<u8>() {
+                map.push((old, new));
+                s.title = format!("{new}. {rest}");
+            }
+        }
+    }
+    // in two passes through a marker, so that 4 → 2 is not then taken for 2 → 1
+    let rewrite = |text: &mut String| {
+        for (old, new) in &map {
+            *text = text.replace(&format!("section {old}"), &format!("section \u{0}{new}"));
+        }
+        *text = text.replace('\u{0}', "");
+    };
+    for f in findings.iter_mut() {
+        rewrite(&mut f.title);
+        rewrite(&mut f.problem);
+        f.evidence_text.iter_mut().for_each(|t| rewrite(t));
+        f.advice.iter_mut().for_each(|t| rewrite(t));
+    }
+}
