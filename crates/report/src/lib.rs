@@ -206,67 +206,22 @@ pub fn lit(s: &str) -> String {
 // Formatting shared by the writers
 // ------------------------------------------------------------------------------------------
 
-/// Bytes in binary units, 2 decimals (as memq's printers humanize them).
+/// Bytes in binary units, 2 decimals: the one formatter the shell, the exports and the
+/// report share.
 pub fn fmt_bytes(n: i64) -> String {
-    let neg = n < 0;
-    let v = (n as i128).unsigned_abs() as f64;
-    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut x = v;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    let s = if u == 0 {
-        format!("{} B", v as u64)
-    } else {
-        format!("{x:.2} {}", units[u])
-    };
-    if neg {
-        format!("-{s}")
-    } else {
-        s
-    }
+    memq_core::function::format_bytes(n)
 }
 
-/// A duration in ns as seconds / ms.
+/// A duration in ns, as the shell prints durations (`950 ns`, `1.234 ms`, `2 min 05 s`).
 pub fn fmt_dur_ns(ns: i64) -> String {
-    let a = ns.unsigned_abs() as f64;
-    let sign = if ns < 0 { "-" } else { "" };
-    if a >= 1e9 {
-        format!("{sign}{:.3} s", a / 1e9)
-    } else if a >= 1e6 {
-        format!("{sign}{:.3} ms", a / 1e6)
-    } else if a >= 1e3 {
-        format!("{sign}{:.1} µs", a / 1e3)
-    } else {
-        format!("{sign}{a} ns")
-    }
+    memq_engine::units::format_duration(ns as f64)
 }
 
-/// ns since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+/// ns since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC` (the shell's ISO 8601 moment,
+/// spaced for reading).
 pub fn fmt_epoch_ns(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // civil from days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{ms:03} UTC",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    let iso = memq_engine::units::format_epoch(ns, 3);
+    format!("{} UTC", iso.replacen('T', " ", 1).trim_end_matches('Z'))
 }
 
 /// A memscope time: relative to the run start and absolute.
