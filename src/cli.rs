@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use crate::error::{MemqError, Result};
 use crate::exec::{self, PrintOptions};
-use crate::export::{self, FileFormat, Selection};
+use crate::export::{self, Selection};
 use crate::open::{open_inputs, open_inputs_on};
 use crate::output::Format;
 use crate::params::{self, Params};
@@ -180,8 +180,8 @@ enum Command {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
         /// File type of each result.
-        #[arg(long, value_enum, default_value_t = FileFormat::Parquet)]
-        format: FileFormat,
+        #[arg(long, value_enum, default_value_t = Format::Parquet)]
+        format: Format,
         /// Replace a previous export in DIR (only memq's own files; anything else is refused).
         #[arg(long)]
         force: bool,
@@ -273,8 +273,8 @@ fn run_output(
     match output {
         Some(dir) => {
             let f = match format.as_deref() {
-                None => FileFormat::Parquet,
-                Some(s) => FileFormat::parse(s).ok_or_else(|| {
+                None => Format::Parquet,
+                Some(s) => Format::parse(s).filter(|f| f.ext().is_some()).ok_or_else(|| {
                     MemqError::Usage(format!(
                         "--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"
                     ))
@@ -285,7 +285,7 @@ fn run_output(
         None => {
             let f = match format.as_deref() {
                 None => Format::Table,
-                Some(s) => Format::parse(s).ok_or_else(|| {
+                Some(s) => Format::parse(s).filter(|f| *f != Format::Parquet).ok_or_else(|| {
                     MemqError::Usage(format!("--format {s}: on stdout use table, csv, tsv, json, ndjson or markdown (parquet needs -o DIR)"))
                 })?,
             };
@@ -313,31 +313,15 @@ fn sql_text(sql: Option<String>, file: Option<&std::path::Path>) -> Result<(Stri
 fn check_output_format(output: Option<&std::path::Path>, format: Format) -> Result<()> {
     let Some(path) = output else { return Ok(()) };
     let by_ext = crate::output::file_format(path)?;
-    if by_ext != Some(format) {
+    if by_ext != format {
+        let name = format.name();
         return Err(MemqError::Usage(format!(
-            "--format {} does not match -o {}: the file's extension picks the writer; drop --format or name the file .{}",
-            format_name(format),
+            "--format {name} does not match -o {}: the file's extension picks the writer; drop --format or name the file .{}",
             path.display(),
-            match format {
-                Format::Markdown => "md",
-                f => format_name(f),
-            }
+            format.ext().unwrap_or(&name),
         )));
     }
     Ok(())
-}
-
-fn format_name(f: Format) -> &'static str {
-    match f {
-        Format::Table => "table",
-        Format::Csv => "csv",
-        Format::Tsv => "tsv",
-        Format::Json => "json",
-        Format::Ndjson => "ndjson",
-        Format::Markdown => "markdown",
-        Format::Line => "line",
-        Format::Chart => "chart",
-    }
 }
 
 /// Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.

@@ -10,40 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::output;
+use crate::output::{self, Format};
 use memq_core::error::{MemqError, Result};
 use memq_engine::library::Analysis;
 use memq_engine::Engine;
-
-/// A file type for results written to a folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FileFormat {
-    Parquet,
-    Csv,
-    Tsv,
-    Json,
-    Ndjson,
-    Markdown,
-}
-
-impl FileFormat {
-    /// The file extension, which picks the writer in [`output::write_file`].
-    pub fn ext(self) -> &'static str {
-        match self {
-            FileFormat::Parquet => "parquet",
-            FileFormat::Csv => "csv",
-            FileFormat::Tsv => "tsv",
-            FileFormat::Json => "json",
-            FileFormat::Ndjson => "ndjson",
-            FileFormat::Markdown => "md",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FileFormat> {
-        <FileFormat as clap::ValueEnum>::from_str(s, true).ok()
-    }
-}
 
 /// Which analyses to export.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,7 +167,7 @@ async fn write_all(
     engine: &Engine,
     analyses: &[Analysis],
     staging: &Path,
-    format: FileFormat,
+    ext: &str,
 ) -> Result<Vec<IndexEntry>> {
     let mut views = Vec::new();
     for a in analyses {
@@ -210,7 +180,7 @@ async fn write_all(
             .collect()
             .await
             .map_err(|e| MemqError::Query(format!("{}: {e}", a.name)))?;
-        let file = format!("{}.{}", a.name, format.ext());
+        let file = format!("{}.{ext}", a.name);
         let rows = output::write_file(&staging.join(&file), &schema, &batches)?;
         views.push(IndexEntry {
             view: a.name.clone(),
@@ -249,9 +219,15 @@ pub async fn export(
     engine: &Engine,
     selection: &Selection,
     dir: &Path,
-    format: FileFormat,
+    format: Format,
     force: bool,
 ) -> Result<Index> {
+    let Some(ext) = format.ext() else {
+        return Err(MemqError::Usage(format!(
+            "--format {}: export writes files: parquet, csv, tsv, json, ndjson or markdown",
+            format.name()
+        )));
+    };
     let mut analyses = select(selection, &engine.analyses())?;
     let mut skipped = Vec::new();
     if *selection == Selection::All {
@@ -270,10 +246,10 @@ pub async fn export(
     let staging = Staging(beside(dir, "export-tmp"));
     let _ = std::fs::remove_dir_all(&staging.0);
     std::fs::create_dir(&staging.0).map_err(|e| MemqError::io(&staging.0, e))?;
-    let views = write_all(engine, &analyses, &staging.0, format).await?;
+    let views = write_all(engine, &analyses, &staging.0, ext).await?;
     let index = Index {
         dataset: engine.dataset.display().to_string(),
-        format: format.ext().to_string(),
+        format: ext.to_string(),
         views,
         skipped,
     };

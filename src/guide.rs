@@ -42,6 +42,7 @@ pub fn format_title(format: &str) -> &'static str {
         "snapshot" => "PyTorch memory snapshots",
         "profiler" => "Ascend profiler memory CSVs",
         "trace" => "torch.profiler traces",
+        "common" => "every format",
         _ => "other",
     }
 }
@@ -88,7 +89,8 @@ fn words(sql: &str) -> BTreeSet<String> {
 /// is not counted here.
 pub fn without_data(manifest: &Manifest, analyses: &[Analysis]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for a in analyses {
+    // A view every format answers (`@union`) has data when one of its parts has.
+    for a in analyses.iter().filter(|a| !a.union) {
         let own = tables_of(format_of(a));
         let mut read = BTreeSet::new();
         let mut seen = BTreeSet::new();
@@ -117,6 +119,14 @@ pub fn without_data(manifest: &Manifest, analyses: &[Analysis]) -> BTreeSet<Stri
         };
         if !has_data {
             out.insert(a.name.clone());
+        }
+    }
+    for u in analyses.iter().filter(|a| a.union) {
+        let mut parts = analyses
+            .iter()
+            .filter(|p| p.part_of.as_deref() == Some(u.name.as_str()));
+        if parts.all(|p| out.contains(&p.name)) {
+            out.insert(u.name.clone());
         }
     }
     out

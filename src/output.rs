@@ -20,7 +20,10 @@ pub use cells::{format_float, CellStyle};
 use chart::ChartView;
 pub use table::{cut_left, cut_right, text_width, TableOptions, TableView, DEFAULT_MAX_ROWS};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// Every way memq writes a result: to the terminal (table, line, chart: for a person), to
+/// stdout or a file as text (csv, tsv, json, ndjson, markdown), or to a file only (parquet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     Table,
     Csv,
@@ -32,6 +35,8 @@ pub enum Format {
     Line,
     /// A terminal chart of the result's first numeric column over its first column.
     Chart,
+    /// Apache Parquet: a file only (`-o x.parquet`, `memq export`, `memq run -o DIR`).
+    Parquet,
 }
 
 impl Format {
@@ -49,6 +54,19 @@ impl Format {
     /// Formats for a person at a terminal: units applied, rows bounded (table, line, chart).
     pub fn is_for_reading(self) -> bool {
         matches!(self, Format::Table | Format::Line | Format::Chart)
+    }
+
+    /// The extension of a file in this format; `None` for the terminal's formats.
+    pub fn ext(self) -> Option<&'static str> {
+        match self {
+            Format::Parquet => Some("parquet"),
+            Format::Csv => Some("csv"),
+            Format::Tsv => Some("tsv"),
+            Format::Json => Some("json"),
+            Format::Ndjson => Some("ndjson"),
+            Format::Markdown => Some("md"),
+            Format::Table | Format::Line | Format::Chart => None,
+        }
     }
 }
 
@@ -168,6 +186,12 @@ impl<W: Write> ResultWriter<W> {
             }
             Format::Json => Inner::Json(datafusion::arrow::json::ArrayWriter::new(out)),
             Format::Ndjson => Inner::Ndjson(datafusion::arrow::json::LineDelimitedWriter::new(out)),
+            Format::Parquet => {
+                return Err(MemqError::Usage(
+                    "parquet is written to a file: give -o FILE.parquet (or memq export -o DIR)"
+                        .into(),
+                ))
+            }
             Format::Markdown => {
                 let names: Vec<String> = schema
                     .fields()
@@ -316,18 +340,18 @@ fn markdown_rows(b: &RecordBatch) -> Result<String> {
 }
 
 /// The format a file extension stands for (`None` for Parquet), or an error for an unknown one.
-pub fn file_format(path: &Path) -> Result<Option<Format>> {
+pub fn file_format(path: &Path) -> Result<Format> {
     let ext = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     Ok(match ext.as_str() {
-        "parquet" => None,
-        "csv" => Some(Format::Csv),
-        "tsv" => Some(Format::Tsv),
-        "json" => Some(Format::Json),
-        "md" => Some(Format::Markdown),
-        "ndjson" | "jsonl" => Some(Format::Ndjson),
+        "parquet" => Format::Parquet,
+        "csv" => Format::Csv,
+        "tsv" => Format::Tsv,
+        "json" => Format::Json,
+        "md" => Format::Markdown,
+        "ndjson" | "jsonl" => Format::Ndjson,
         _ => {
             return Err(MemqError::input(
                 path,
@@ -387,12 +411,12 @@ impl FileSink {
             other => other,
         };
         let inner = match format {
-            None => FileInner::Parquet(
+            Format::Parquet => FileInner::Parquet(
                 ParquetSink::create(&tmp, schema.clone())
                     .map_err(named)?
                     .with_group_bytes(RESULT_GROUP_BYTES),
             ),
-            Some(f) => {
+            f => {
                 let file = File::create(&tmp).map_err(|e| MemqError::io(path, e))?;
                 FileInner::Text(ResultWriter::new(
                     std::io::BufWriter::new(file),

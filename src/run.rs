@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use datafusion::prelude::SessionContext;
 
 use crate::exec::{self, PrintOptions, StatementResult};
-use crate::export::FileFormat;
+use crate::output::Format;
 use crate::params::Params;
 use memq_core::error::{MemqError, Result};
 
@@ -19,7 +19,7 @@ pub enum RunOutput {
     Stdout(PrintOptions),
     /// Each result to its own file in this folder: `<file stem>.<ext>`, or `<file stem>_<n>.<ext>`
     /// when a file returns several results.
-    Dir(PathBuf, FileFormat),
+    Dir(PathBuf, Format),
 }
 
 /// One result file written by `memq run -o DIR`.
@@ -67,7 +67,7 @@ pub async fn run_files(
                 RunOutput::Stdout(print) => {
                     // A table says which file and statement it answers; machine formats
                     // (csv, json, …) stay bare.
-                    if matches!(print.format, crate::output::Format::Table) {
+                    if matches!(print.format, Format::Table) {
                         let which = if queries <= 1 {
                             String::new()
                         } else {
@@ -96,7 +96,7 @@ pub async fn run_files(
                         name = format!("{stem}-{n}");
                         n += 1;
                     }
-                    let path = dir.join(format!("{name}.{}", format.ext()));
+                    let path = dir.join(format!("{name}.{}", format.ext().unwrap_or("parquet")));
                     let rows = match exec::write(&mut r, &path, stop).await? {
                         exec::Shown::Done(n) => n,
                         exec::Shown::Stopped(_) => return Ok(written),
