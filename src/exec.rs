@@ -20,7 +20,7 @@ use futures::StreamExt;
 use memq_core::catalog::Unit;
 use memq_core::error::{MemqError, Result};
 
-use crate::errors;
+use crate::sql_error;
 use crate::output::{self, BytesDisplay, FileSink, Format, ResultWriter, TableOptions};
 use crate::params::{self, Params};
 
@@ -405,7 +405,7 @@ pub fn statements<'a>(
         MemqError::Query(format!(
             "{}{}",
             place(origin, 0, false),
-            errors::describe(&e, &sql, ctx)
+            sql_error::describe(&e, &sql, ctx)
         ))
     })?;
     if parsed.is_empty() {
@@ -450,7 +450,7 @@ impl Statements<'_> {
 
     async fn start(&self, stmt: DfStatement, at: String) -> Result<StatementResult> {
         let fail = |e: DataFusionError| {
-            MemqError::Query(format!("{at}{}", errors::describe(&e, &self.sql, self.ctx)))
+            MemqError::Query(format!("{at}{}", sql_error::describe(&e, &self.sql, self.ctx)))
         };
         let df = params::plan_statement_df(self.ctx, stmt, self.params)
             .await
@@ -535,7 +535,7 @@ fn limit_mib() -> String {
 /// An execution error as text: an operator that cannot spill below the memory limit is named
 /// as such, with the limit it ran into (`--memory-limit`).
 fn exhausted(e: DataFusionError) -> String {
-    let text = errors::plain(&e);
+    let text = sql_error::plain(&e);
     if text.contains("Resources exhausted")
         || matches!(e.find_root(), DataFusionError::ResourcesExhausted(_))
     {

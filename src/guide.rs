@@ -186,7 +186,7 @@ pub fn analysis_named<'a>(analyses: &'a [Analysis], name: &str) -> Result<&'a An
     if let Some(a) = analyses.iter().find(|a| a.name == name) {
         return Ok(a);
     }
-    let hint = crate::errors::nearest(name, analyses.iter().map(|a| a.name.as_str()))
+    let hint = crate::sql_error::nearest(name, analyses.iter().map(|a| a.name.as_str()))
         .map(|best| format!("; did you mean `{best}`?"))
         .unwrap_or_default();
     Err(format!("no analysis named {name}{hint}"))

@@ -15,7 +15,6 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
-pub mod errors;
 pub mod exec;
 pub mod export;
 pub mod guide;
@@ -25,6 +24,7 @@ pub mod params;
 pub mod repl;
 pub mod run;
 pub mod serve;
+pub mod sql_error;
 
 use std::sync::Arc;
 

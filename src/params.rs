@@ -230,7 +230,7 @@ pub fn bind_statement(statement: &mut DfStatement, params: &Params) -> Result<()
 }
 
 /// Parses SQL text into statements with the session's dialect; the parser's error as it is
-/// (with its position, for [`crate::errors::describe`]).
+/// (with its position, for [`crate::sql_error::describe`]).
 pub fn parse_statements_df(
     ctx: &SessionContext,
     sql: &str,

@@ -54,7 +54,7 @@ pub async fn check_read_only(ds: &Dataset, sql: &str) -> Result<()> {
     // before planning: a file named as a table is refused, not looked for
     for s in &statements {
         let (tables, _) = datafusion::sql::resolve::resolve_table_references(s, true)
-            .map_err(|e| MemqError::Query(crate::errors::plain(&e)))?;
+            .map_err(|e| MemqError::Query(crate::sql_error::plain(&e)))?;
         for t in tables {
             let ok = match t.schema() {
                 Some("information_schema") => true,
@@ -73,7 +73,7 @@ pub async fn check_read_only(ds: &Dataset, sql: &str) -> Result<()> {
             .state()
             .statement_to_plan(s)
             .await
-            .map_err(|e| MemqError::Query(crate::errors::plain(&e)))?;
+            .map_err(|e| MemqError::Query(crate::sql_error::plain(&e)))?;
         check_plan(&plan, &known)?;
     }
     Ok(())
