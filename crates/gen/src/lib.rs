@@ -50,6 +50,33 @@ use memq_core::error::{MemqError, Result};
 /// The seed used by `--small` and by default.
 pub const DEFAULT_SEED: u64 = 20_251_205;
 
+/// Device Id column value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dev {
+    Npu(u32),
+    Cpu,
+    NA,
+}
+
+impl Dev {
+    pub fn label(self) -> String {
+        match self {
+            Dev::Npu(n) => n.to_string(),
+            Dev::Cpu => "cpu".to_string(),
+            Dev::NA => "N/A".to_string(),
+        }
+    }
+
+    /// The dump folder of the device in the tool's output tree.
+    pub(crate) fn folder(self) -> String {
+        match self {
+            Dev::Npu(n) => format!("device_{n}"),
+            Dev::Cpu => "device_cpu".to_string(),
+            Dev::NA => "device_na".to_string(),
+        }
+    }
+}
+
 /// Output format: the tool's CSV tree or its SQLite db (§4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

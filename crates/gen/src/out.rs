@@ -8,34 +8,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::truth::FileTruth;
-use super::Format;
+use super::{Dev, Format};
 use memq_core::error::{Location, MemqError, Result};
-
-/// Device Id column value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dev {
-    Npu(u32),
-    Cpu,
-    NA,
-}
-
-impl Dev {
-    pub fn label(self) -> String {
-        match self {
-            Dev::Npu(n) => n.to_string(),
-            Dev::Cpu => "cpu".to_string(),
-            Dev::NA => "N/A".to_string(),
-        }
-    }
-
-    fn folder(self) -> String {
-        match self {
-            Dev::Npu(n) => format!("device_{n}"),
-            Dev::Cpu => "device_cpu".to_string(),
-            Dev::NA => "device_na".to_string(),
-        }
-    }
-}
 
 /// One dump row, borrowed. `attr` is the text between the braces (empty → empty field);
 /// `py`/`c` are raw stack texts (empty → empty field, else written inside double quotes).

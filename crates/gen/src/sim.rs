@@ -6,10 +6,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::out::{hex, stamp, Dev, Out, OwnedRow, RowRef};
+use super::out::{hex, stamp, Out, OwnedRow, RowRef};
 use super::rng::{mix, Rng};
 use super::text::{self as tx, owner_group, stk};
 use super::truth::{Acc, FileTruth, HalSegment, LeakBlock, OomRecord, OomTruth, UseRecord};
+use super::Dev;
 use super::GenConfig;
 use memq_core::error::Result;
 

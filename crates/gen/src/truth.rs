@@ -25,8 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::out::Dev;
-use super::GenConfig;
+use super::{Dev, GenConfig};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Truth {
