@@ -17,6 +17,28 @@ const PALETTE: [&str; 8] = [
     "#1f5fa8", "#c2362f", "#2a8a3e", "#d9800b", "#7b4fb0", "#8c564b", "#c2458f", "#138c99",
 ];
 
+/// Escaped text in which a long word (a file name, a path) may wrap after `_`, `.` or `/`
+/// rather than anywhere inside it; short words (`1.50 MiB`) never break.
+fn breakable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, word) in s.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let w = esc(word);
+        if word.chars().count() > 20 {
+            out.push_str(
+                &w.replace('_', "_<wbr>")
+                    .replace('.', ".<wbr>")
+                    .replace('/', "/<wbr>"),
+            );
+        } else {
+            out.push_str(&w);
+        }
+    }
+    out
+}
+
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
@@ -680,7 +702,7 @@ fn table(t: &Table) -> String {
     for r in t.rows.iter().take(60) {
         o.push_str("<tr>");
         for c in r {
-            let _ = write!(o, "<td>{}</td>", esc(c));
+            let _ = write!(o, "<td>{}</td>", breakable(c));
         }
         o.push_str("</tr>");
     }
@@ -741,7 +763,7 @@ svg .mk{font-weight:600}
 .tw{overflow-x:auto;margin:10px 0}
 table{border-collapse:collapse;font-size:13px;min-width:50%}
 caption{text-align:left;font-weight:600;padding:4px 0;font-size:14px}
-th,td{border-bottom:1px solid #e1e5e9;padding:4px 8px;text-align:left;vertical-align:top;white-space:pre-wrap;word-break:break-word;max-width:520px}
+th,td{border-bottom:1px solid #e1e5e9;padding:4px 8px;text-align:left;vertical-align:top;white-space:pre-wrap;word-break:normal;overflow-wrap:break-word;max-width:520px}
 th{background:#eef1f4;font-weight:600;white-space:nowrap;word-break:normal}
 .more,.notes{font-size:13px;color:#5b6670}
 footer{font-size:12px;color:#5b6670;margin-top:20px}
@@ -784,11 +806,7 @@ pub fn render(r: &Report) -> String {
             "<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div><div class=\"w\">{}</div></div>",
             esc(k),
             esc(&v),
-            // a long file name may wrap after `_`, `.` or `/`, never inside a word
-            esc(w.map(|s| s.as_str()).unwrap_or(""))
-                .replace('_', "_<wbr>")
-                .replace('.', ".<wbr>")
-                .replace('/', "/<wbr>")
+            breakable(w.map(|s| s.as_str()).unwrap_or(""))
         );
     };
     card(
