@@ -274,11 +274,13 @@ fn run_output(
         Some(dir) => {
             let f = match format.as_deref() {
                 None => Format::Parquet,
-                Some(s) => Format::parse(s).filter(|f| f.ext().is_some()).ok_or_else(|| {
-                    MemqError::Usage(format!(
-                        "--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"
-                    ))
-                })?,
+                Some(s) => Format::parse(s)
+                    .filter(|f| f.ext().is_some())
+                    .ok_or_else(|| {
+                        MemqError::Usage(format!(
+                            "--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"
+                        ))
+                    })?,
             };
             Ok(RunOutput::Dir(dir, f))
         }

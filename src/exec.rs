@@ -2,7 +2,7 @@
 //! the library's `Dataset::sql` all hand SQL text to [`statements`]: it is parsed into
 //! statements, each statement's `$name` placeholders are bound ([`crate::params`]), it is
 //! planned and started as a stream; an error names the text's origin and the failing statement. A result is then shown with [`PrintOptions`] or
-//! written to a file with [`write`], which prints the one "N rows written" message.
+//! written to a file with [`write()`], which prints the one "N rows written" message.
 
 use std::io::Write;
 use std::path::Path;
@@ -20,9 +20,9 @@ use futures::StreamExt;
 use memq_core::catalog::Unit;
 use memq_core::error::{MemqError, Result};
 
-use crate::sql_error;
 use crate::output::{self, BytesDisplay, FileSink, Format, ResultWriter, TableOptions};
 use crate::params::{self, Params};
+use crate::sql_error;
 
 /// The result of one statement, streamed: batches are read one at a time with
 /// [`StatementResult::next_batch`]. DDL (`CREATE VIEW`, `SET`, ...) gives a result with no
@@ -450,7 +450,10 @@ impl Statements<'_> {
 
     async fn start(&self, stmt: DfStatement, at: String) -> Result<StatementResult> {
         let fail = |e: DataFusionError| {
-            MemqError::Query(format!("{at}{}", sql_error::describe(&e, &self.sql, self.ctx)))
+            MemqError::Query(format!(
+                "{at}{}",
+                sql_error::describe(&e, &self.sql, self.ctx)
+            ))
         };
         let df = params::plan_statement_df(self.ctx, stmt, self.params)
             .await
@@ -632,7 +635,11 @@ pub fn parse_memory_limit(text: &str) -> Result<usize> {
         }
     };
     let bytes = value * scale;
-    if !(bytes >= (16 << 20) as f64) {
+    // NaN compares as nothing: it is refused too
+    if !matches!(
+        bytes.partial_cmp(&((16 << 20) as f64)),
+        Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)
+    ) {
         return Err(MemqError::Usage(format!(
             "--memory-limit {text}: at least 16M is needed"
         )));

@@ -76,7 +76,7 @@ pub fn select(selection: &Selection, all: &[Analysis]) -> Result<Vec<Analysis>> 
             }
             let mut out = Vec::new();
             for n in names {
-                let a = crate::guide::analysis_named(&all, n).map_err(|e| {
+                let a = crate::guide::analysis_named(all, n).map_err(|e| {
                     MemqError::Usage(format!("--views: {e} (`memq views` lists them)"))
                 })?;
                 if a.is_table_function() {
@@ -228,10 +228,10 @@ pub async fn export(
             format.name()
         )));
     };
-    let mut analyses = select(selection, &engine.analyses())?;
+    let mut analyses = select(selection, engine.analyses())?;
     let mut skipped = Vec::new();
     if *selection == Selection::All {
-        let empty = crate::guide::without_data(&engine.manifest, &engine.analyses());
+        let empty = crate::guide::without_data(&engine.manifest, engine.analyses());
         analyses.retain(|a| {
             let keep = !empty.contains(&a.name);
             if !keep {

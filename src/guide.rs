@@ -290,7 +290,7 @@ mod tests {
         );
         assert!(!empty.contains("snap_overview"), "{empty:?}");
         assert_eq!(
-            starters(&snapshot_only, &all),
+            starters(&snapshot_only, all),
             ["snap_overview", "snap_peak", "snap_top_blocks"]
         );
         // a memscope dump's tables, as ingest writes them (the derived ones beside `curve`)
@@ -302,14 +302,14 @@ mod tests {
             ("owner_live_peaks", 2),
         ];
         let memscope_only = manifest(&memscope_tables);
-        let empty = without_data(&memscope_only, &all);
+        let empty = without_data(&memscope_only, all);
         assert!(
             empty.contains("snap_overview") && !empty.contains("peaks"),
             "{empty:?}"
         );
         let both = manifest(&[memscope_tables.as_slice(), &[("snap_segments", 3)]].concat());
         assert_eq!(
-            starters(&both, &all),
+            starters(&both, all),
             ["peaks", "snap_overview", "owner_peaks"]
         );
     }

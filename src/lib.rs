@@ -68,7 +68,7 @@ mod tests {
     fn library_is_acyclic() {
         let all = super::analyses();
         let names: Vec<&str> = all.iter().map(|a| a.name.as_str()).collect();
-        let order = memq_engine::library::topological(&all).expect("no cycle");
+        let order = memq_engine::library::topological(all).expect("no cycle");
         assert_eq!(order.len(), all.len());
         let place = |n: &str| order.iter().position(|a| a.name == n).unwrap();
         let mut edges = 0;

@@ -134,6 +134,8 @@ pub fn render(
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+// One writer per result, never held in a collection: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Inner<W: Write> {
     Table(TableView, W),
     Chart(ChartView, W),

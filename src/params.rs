@@ -187,7 +187,7 @@ fn pointer_literals(e: &mut Expr) {
 
 /// Replaces every `$name` placeholder of `statement` by its value. A placeholder without a value
 /// is an error naming it; positional placeholders (`$1`) are left alone. Addresses written in hex
-/// become numbers ([`pointer_literals`]).
+/// become numbers (`pointer_literals`).
 pub fn bind_statement(statement: &mut DfStatement, params: &Params) -> Result<()> {
     let mut missing: Option<String> = None;
     let mut f = |e: &mut Expr| {

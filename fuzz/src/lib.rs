@@ -35,7 +35,7 @@ pub fn attr_target(data: &[u8]) -> Outcome {
         }
         for s in [k, v] {
             let p = s.as_ptr() as usize;
-            if !s.is_empty() && !(range.contains(&p) && range.contains(&(p + s.len()))) {
+            if !(s.is_empty() || range.contains(&p) && range.contains(&(p + s.len()))) {
                 return Err("an item is not a slice of the cell".into());
             }
         }

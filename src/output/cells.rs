@@ -1,7 +1,7 @@
 //! Cell texts of the table view, driven by each column's unit (`memq.unit` field metadata):
 //! bytes as `16.65 GiB`, moments as ISO time with the offset from the run's start
 //! (`2025-12-05T02:00:12.345678901Z +12.345678 s`), durations as `1.234 ms`, percentages with
-//! at most 2 decimals, other floats with 6 significant digits. [`Values::Raw`] shows the values
+//! at most 2 decimals, other floats with 6 significant digits. [`BytesDisplay::Raw`] shows the values
 //! as stored, as csv/json/parquet always do.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};

@@ -217,8 +217,7 @@ fn wrap(s: &str, width: usize) -> Vec<String> {
                 .char_indices()
                 .filter(|&(_, c)| matches!(c, ' ' | '/' | ',' | ';'))
                 .map(|(i, c)| i + c.len_utf8())
-                .filter(|&i| text_width(&line[..i]) * 3 >= width * 2 && i < line.len())
-                .last();
+                .rfind(|&i| text_width(&line[..i]) * 3 >= width * 2 && i < line.len());
             match cut {
                 Some(i) => {
                     let rest = line.split_off(i);
@@ -790,7 +789,7 @@ impl TableView {
                 time,
             };
         };
-        let fits = 1 + natural.iter().map(|w| w + 3).sum::<usize>() <= total;
+        let fits = natural.iter().map(|w| w + 3).sum::<usize>() < total;
         let constant = |i: usize| rows.iter().all(|r| r[i] == rows[0][i]);
         let mut folded: Vec<usize> = Vec::new();
         if whole && !fits && rows.len() > 1 {

@@ -564,7 +564,7 @@ async fn banner(engine: &Engine) -> String {
     }
     out.push_str(&format!("\nIt holds {}.", holds.join("; ")));
     let analyses = engine.analyses();
-    let starters = crate::guide::starters(m, &analyses);
+    let starters = crate::guide::starters(m, analyses);
     if let Some(first) = starters.first() {
         let names = match starters.split_last() {
             Some((last, init)) if !init.is_empty() => format!("{} and {last}", init.join(", ")),

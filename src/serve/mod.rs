@@ -161,7 +161,7 @@ fn open_browser(url: &str) {
     }
 }
 
-/// Every route, behind [`guard`].
+/// Every route, behind `guard`.
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/", get(index))

@@ -89,17 +89,47 @@ async fn every_format_says_what_it_can_answer() {
         let file = path.file_name().unwrap().to_str().unwrap();
         has(&caps, file, "timeline", o["memory_rows"].as_i64().unwrap());
         has(&caps, file, "ops", o["rows_with_op"].as_i64().unwrap());
-        has(&caps, file, "host_memory", o["rows_per_device"]["cpu"].as_i64().unwrap());
+        has(
+            &caps,
+            file,
+            "host_memory",
+            o["rows_per_device"]["cpu"].as_i64().unwrap(),
+        );
     }
     has(&caps, "gpu_working_chrome_trace.json", "reserved", 997);
-    lacks(&caps, "no_totals_2021.pt.trace.json", "reserved", "no Total Reserved");
+    lacks(
+        &caps,
+        "no_totals_2021.pt.trace.json",
+        "reserved",
+        "no Total Reserved",
+    );
 
     // snapshots: a trace-less one knows only its end state
     let list = &snaps["cuda_list_format.pkl"];
-    has(&caps, "cuda_list_format.pkl", "allocator_state", list["segments"].as_i64().unwrap());
-    lacks(&caps, "cuda_list_format.pkl", "timeline", "_record_memory_history");
-    lacks(&caps, "cuda_list_format.pkl", "full_history", "no trace entry");
-    lacks(&caps, "cuda_list_format.pkl", "block_lifetimes", "cannot be concluded");
+    has(
+        &caps,
+        "cuda_list_format.pkl",
+        "allocator_state",
+        list["segments"].as_i64().unwrap(),
+    );
+    lacks(
+        &caps,
+        "cuda_list_format.pkl",
+        "timeline",
+        "_record_memory_history",
+    );
+    lacks(
+        &caps,
+        "cuda_list_format.pkl",
+        "full_history",
+        "no trace entry",
+    );
+    lacks(
+        &caps,
+        "cuda_list_format.pkl",
+        "block_lifetimes",
+        "cannot be concluded",
+    );
     let three = &snaps["cuda_three_gpus_expandable_oom.pickle"];
     let entries: i64 = three["trace_entries_per_list"]
         .as_array()
@@ -113,20 +143,44 @@ async fn every_format_says_what_it_can_answer() {
     has(&caps, file, "reserved", three["segments"].as_i64().unwrap());
     assert!(get(&caps, file, "oom").0, "the snapshot records its OOM");
     // a ring buffer that wrapped: the peak before its first entry is unknown
-    lacks(&caps, "newest_protocol5.pickle", "full_history", "wrapped on 1 device(s)");
+    lacks(
+        &caps,
+        "newest_protocol5.pickle",
+        "full_history",
+        "wrapped on 1 device(s)",
+    );
     assert!(get(&caps, "newest_protocol5.pickle", "timeline").0);
 
     // msMemScope: a MALLOC-only stream (--events=alloc) has rows but no block lifetimes
     let file = "malloc_only.csv";
-    has(&caps, file, "timeline", v26["malloc_rows"].as_i64().unwrap());
+    has(
+        &caps,
+        file,
+        "timeline",
+        v26["malloc_rows"].as_i64().unwrap(),
+    );
     lacks(&caps, file, "block_lifetimes", "pairing malloc_only");
-    let g3: Vec<_> = caps.keys().filter(|(f, _)| f.starts_with("device_")).collect();
+    let g3: Vec<_> = caps
+        .keys()
+        .filter(|(f, _)| f.starts_with("device_"))
+        .collect();
     assert!(!g3.is_empty());
 
     // one vocabulary: every capability is a known word, and a format lists only what it can carry
     let words = [
-        "timeline", "block_lifetimes", "full_history", "stacks", "owners", "labels", "ops", "steps",
-        "reserved", "allocator_state", "oom", "host_memory", "annotations",
+        "timeline",
+        "block_lifetimes",
+        "full_history",
+        "stacks",
+        "owners",
+        "labels",
+        "ops",
+        "steps",
+        "reserved",
+        "allocator_state",
+        "oom",
+        "host_memory",
+        "annotations",
     ];
     for (file, capability) in caps.keys() {
         assert!(words.contains(&capability.as_str()), "{file}: {capability}");
@@ -153,10 +207,16 @@ fn the_report_shows_what_each_input_can_answer() {
     };
     let c = find("cuda_list_format.pkl", "timeline");
     assert_eq!(c["present"], false);
-    assert!(c["when_missing"].as_str().unwrap().contains("_record_memory_history"));
+    assert!(c["when_missing"]
+        .as_str()
+        .unwrap()
+        .contains("_record_memory_history"));
     let c = find("malloc_only.csv", "block_lifetimes");
     assert_eq!(c["present"], false);
-    assert!(c["when_missing"].as_str().unwrap().contains("pairing malloc_only"));
+    assert!(c["when_missing"]
+        .as_str()
+        .unwrap()
+        .contains("pairing malloc_only"));
     assert_eq!(find("malloc_only.csv", "timeline")["present"], true);
     assert!(find("cuda_list_format.pkl", "timeline")["kind"] == "snapshot");
 
@@ -176,6 +236,9 @@ fn the_report_shows_what_each_input_can_answer() {
         .find(|l| l.starts_with("| cuda_list_format.pkl | snapshot |"))
         .expect("the snapshot's row of the matrix");
     // timeline, block lifetimes, full history: no; allocator state: yes
-    assert!(matrix.starts_with("| cuda_list_format.pkl | snapshot | no | no | no |"), "{matrix}");
+    assert!(
+        matrix.starts_with("| cuda_list_format.pkl | snapshot | no | no | no |"),
+        "{matrix}"
+    );
     assert!(text.contains("What the inputs cannot answer, and what to collect"));
 }

@@ -80,7 +80,7 @@ async fn wasted() -> &'static (Truth, PathBuf) {
     .await
 }
 
-async fn engine(ds: &PathBuf) -> memq_engine::Engine {
+async fn engine(ds: &std::path::Path) -> memq_engine::Engine {
     memq_engine::Engine::open(ds, &memq::catalog())
         .await
         .unwrap()

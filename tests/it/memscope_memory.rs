@@ -1450,7 +1450,7 @@ async fn library_docs_cover_every_output_column() {
     .into_iter()
     .collect();
     let analyses: Vec<_> = memq::analyses()
-        .into_iter()
+        .iter()
         .filter(|a| a.path.starts_with("memscope/"))
         .collect();
     let names: BTreeSet<&str> = analyses.iter().map(|a| a.name.as_str()).collect();

@@ -174,7 +174,7 @@ async fn crlf_files_read_like_their_lf_copies() {
         let text = String::from_utf8(bytes).unwrap().replace("\r\n", "\n");
         std::fs::write(&lf, text).unwrap();
         let sql = format!("SELECT {columns} FROM {table} ORDER BY line");
-        let crlf_rows = rows(&shared_engine(&[original.clone()]).await, &sql).await;
+        let crlf_rows = rows(&shared_engine(std::slice::from_ref(&original)).await, &sql).await;
         let lf_rows = rows(&shared_engine(&[lf]).await, &sql).await;
         assert!(!crlf_rows.is_empty());
         assert_eq!(crlf_rows, lf_rows, "{original:?}");

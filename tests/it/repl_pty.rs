@@ -441,8 +441,10 @@ fn raw_dumps_are_ingested_once_into_the_cache() {
 
 /// A generated dataset of about `events` dump rows on one device (memq-gen, then `memq ingest`).
 pub(crate) fn generated_dataset(dir: &Path, events: u64) -> PathBuf {
-    let mut cfg = memq_gen::GenConfig::default();
-    cfg.devices = 1;
+    let mut cfg = memq_gen::GenConfig {
+        devices: 1,
+        ..Default::default()
+    };
     cfg.scale_to_events(events, false);
     let run = dir.join("run");
     memq_gen::generate(&cfg, &run).expect("generate");

@@ -141,10 +141,7 @@ async fn run_parameters_reach_table_functions_and_are_checked() {
     let ds = real_dataset(dir.path());
     let engine = Engine::open(&ds, &memq::catalog()).await.unwrap();
     // A parameterised analysis of the library, called with parameters.
-    if let Some(a) = memq::analyses()
-        .into_iter()
-        .find(|a| a.name == "hal_segments")
-    {
+    if let Some(a) = memq::analyses().iter().find(|a| a.name == "hal_segments") {
         let q = dir.path().join("segs.sql");
         std::fs::write(&q, "SELECT * FROM hal_segments($min);").unwrap();
         let out = dir.path().join("o");
@@ -208,7 +205,7 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     // libraries have no data in a memscope dataset and are skipped.
     let parameterless = |family: &str| -> Vec<String> {
         let mut v: Vec<String> = memq::analyses()
-            .into_iter()
+            .iter()
             .filter(|a| !a.is_table_function() && !a.private)
             .filter(|a| a.path.starts_with(&format!("{family}/")))
             .map(|a| a.name.clone())
@@ -289,7 +286,7 @@ async fn export_writes_every_parameterless_analysis_with_an_index() {
     );
     assert_eq!(code, 2);
     assert!(err.contains("no_such_view"), "{err}");
-    if let Some(tf) = memq::analyses().into_iter().find(|a| a.is_table_function()) {
+    if let Some(tf) = memq::analyses().iter().find(|a| a.is_table_function()) {
         let (code, err) = run_err(
             memq()
                 .arg("export")
@@ -611,7 +608,7 @@ async fn export_skips_analyses_without_data_and_replaces_only_its_own_output() {
         serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
     let of = |pred: &dyn Fn(&str) -> bool| -> Vec<String> {
         let mut v: Vec<String> = memq::analyses()
-            .into_iter()
+            .iter()
             .filter(|a| !a.is_table_function() && !a.private && pred(&a.path))
             .map(|a| a.name.clone())
             .collect();

@@ -191,25 +191,6 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scheduler_urls_are_parsed() {
-        let u = SchedulerUrl::parse("df://node1:6000").unwrap();
-        assert_eq!((u.host.as_str(), u.port), ("node1", 6000));
-        assert_eq!(u.http(), "http://node1:6000");
-        assert_eq!(SchedulerUrl::parse("df://node1").unwrap().port, 50050);
-        assert_eq!(SchedulerUrl::parse("127.0.0.1:7").unwrap().port, 7);
-        let v6 = SchedulerUrl::parse("df://[::1]:9").unwrap();
-        assert_eq!(v6.to_string(), "df://[::1]:9");
-        assert!(SchedulerUrl::parse("http://x:1").is_err());
-        assert!(SchedulerUrl::parse("df://x:notaport").is_err());
-        assert!(SchedulerUrl::parse("df://").is_err());
-    }
-}
-
 /// `node` with each child for which `wrap` returns a new plan replaced by it (the plan rules of
 /// [`stage_check`] and [`union_inputs`] put an operator above some children of a node).
 pub(crate) fn wrap_children(
@@ -236,5 +217,24 @@ pub(crate) fn wrap_children(
         )?))
     } else {
         Ok(Transformed::no(node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheduler_urls_are_parsed() {
+        let u = SchedulerUrl::parse("df://node1:6000").unwrap();
+        assert_eq!((u.host.as_str(), u.port), ("node1", 6000));
+        assert_eq!(u.http(), "http://node1:6000");
+        assert_eq!(SchedulerUrl::parse("df://node1").unwrap().port, 50050);
+        assert_eq!(SchedulerUrl::parse("127.0.0.1:7").unwrap().port, 7);
+        let v6 = SchedulerUrl::parse("df://[::1]:9").unwrap();
+        assert_eq!(v6.to_string(), "df://[::1]:9");
+        assert!(SchedulerUrl::parse("http://x:1").is_err());
+        assert!(SchedulerUrl::parse("df://x:notaport").is_err());
+        assert!(SchedulerUrl::parse("df://").is_err());
     }
 }

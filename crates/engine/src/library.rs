@@ -683,7 +683,9 @@ mod tests {
         assert!(u.union && u.body.is_empty());
         let part = |name: &str| {
             let path = format!("{name}/{name}_u.sql");
-            let text = format!("-- {name}_u: z\n-- @private\n-- @part u\n-- @column n BIGINT x\nSELECT 2 AS n");
+            let text = format!(
+                "-- {name}_u: z\n-- @private\n-- @part u\n-- @column n BIGINT x\nSELECT 2 AS n"
+            );
             (path, text)
         };
         let (pa, ta) = part("a");
@@ -698,7 +700,10 @@ mod tests {
         assert_eq!(composed[1].part_of.as_deref(), Some("u"));
         // With no part the view still has its columns, and no row.
         let alone = compose(vec![analysis("common/u.sql", common)]);
-        assert_eq!(alone[0].body, "SELECT CAST(NULL AS BIGINT) AS n WHERE false");
+        assert_eq!(
+            alone[0].body,
+            "SELECT CAST(NULL AS BIGINT) AS n WHERE false"
+        );
     }
 
     #[tokio::test]

@@ -100,19 +100,20 @@ fn expr_unit(e: &Expr, input: &LogicalPlan, units: &[Unit]) -> Unit {
         Expr::Cast(c) => of(&c.expr),
         Expr::TryCast(c) => of(&c.expr),
         Expr::Negative(inner) => of(inner),
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-            Operator::Plus | Operator::Minus => {
-                let (l, r) = (of(left), of(right));
-                if l == r || r == Unit::None && matches!(**right, Expr::Literal(..)) {
-                    l
-                } else if l == Unit::None && matches!(**left, Expr::Literal(..)) {
-                    r
-                } else {
-                    Unit::None
-                }
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Plus | Operator::Minus,
+            right,
+        }) => {
+            let (l, r) = (of(left), of(right));
+            if l == r || r == Unit::None && matches!(**right, Expr::Literal(..)) {
+                l
+            } else if l == Unit::None && matches!(**left, Expr::Literal(..)) {
+                r
+            } else {
+                Unit::None
             }
-            _ => Unit::None,
-        },
+        }
         Expr::AggregateFunction(f) => match f.func.name() {
             "min" | "max" | "sum" | "avg" | "first_value" | "last_value" | "any_value"
             | "median" => f.params.args.first().map(of).unwrap_or(Unit::None),

@@ -100,10 +100,9 @@ pub fn place(sources: &[(&Path, &str)], known: &[Known]) -> Vec<Placement> {
     } else {
         let mut order = new.clone();
         order.sort_by(|a, b| order_key(&procs[*a], &procs[*b]));
-        let mut next = taken.iter().next_back().map(|r| r + 1).unwrap_or(0);
-        for k in order {
+        let first = taken.iter().next_back().map(|r| r + 1).unwrap_or(0);
+        for (next, k) in (first..).zip(order) {
             ranks.insert(k.clone(), next);
-            next += 1;
         }
     }
     facts

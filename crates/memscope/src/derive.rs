@@ -552,7 +552,7 @@ impl Deriver {
                 self.append(ended, Fate::NeverFreed);
             }
         }
-        let fates = std::mem::replace(&mut self.fates, Fates::new());
+        let fates = std::mem::take(&mut self.fates);
         for (ended, fate) in fates.finish() {
             self.append(ended, fate);
         }

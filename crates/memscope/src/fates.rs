@@ -141,6 +141,12 @@ pub struct Fates<K, T> {
     decided: Vec<(T, Fate)>,
 }
 
+impl<K: std::hash::Hash + Eq, T> Default for Fates<K, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<K: std::hash::Hash + Eq, T> Fates<K, T> {
     pub fn new() -> Self {
         Fates {

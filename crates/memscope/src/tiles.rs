@@ -237,7 +237,7 @@ impl Tables {
     }
 
     fn write(&mut self, source: &str) -> Result<()> {
-        self.tiles.write(&source, &schema::curve_tiles(), |folds| {
+        self.tiles.write(source, &schema::curve_tiles(), |folds| {
             let mut columns = Vec::new();
             for m in 0..METRICS.len() {
                 columns.push(column(folds, |f| Some(f[m].points)));
@@ -248,7 +248,7 @@ impl Tables {
             }
             columns
         })?;
-        self.usage.write(&source, &schema::usage_tiles(), |folds| {
+        self.usage.write(source, &schema::usage_tiles(), |folds| {
             vec![
                 column(folds, |f| Some(f.points)),
                 column(folds, |f| f.used.get(|x| x.last)),
@@ -257,7 +257,7 @@ impl Tables {
                 column(folds, |f| f.total.get(|x| x.last)),
             ]
         })?;
-        self.steps.write(&source, &schema::step_usage(), |folds| {
+        self.steps.write(source, &schema::step_usage(), |folds| {
             vec![
                 column(folds, |f| Some(f.points)),
                 column(folds, |f| f.max_used),

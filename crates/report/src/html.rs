@@ -778,9 +778,9 @@ pub fn render(r: &Report) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>memq report — {}</title><style>{CSS}</style></head><body><main>\n",
         esc(&r.input)
     );
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<header><h1>Memory diagnosis</h1><div class=\"sub\">{} · {}</div></header>\n",
+        "<header><h1>Memory diagnosis</h1><div class=\"sub\">{} · {}</div></header>",
         esc(&r.input),
         esc(&r.generated)
     );
@@ -859,16 +859,16 @@ pub fn render(r: &Report) -> String {
     card(&mut o, "Devices", m.devices.to_string(), None);
     o.push_str("</div>\n");
     for s in &r.sections {
-        let _ = write!(
+        let _ = writeln!(
             o,
-            "<section id=\"{}\"><h2>{}</h2>\n",
+            "<section id=\"{}\"><h2>{}</h2>",
             esc(&s.id),
             esc(&s.title)
         );
         for b in &s.blocks {
             match b {
                 Block::Text(t) => {
-                    let _ = write!(o, "<p>{}</p>\n", esc(t));
+                    let _ = writeln!(o, "<p>{}</p>", esc(t));
                 }
                 Block::Finding(i) => {
                     if let Some(f) = r.findings.get(*i) {
@@ -888,9 +888,9 @@ pub fn render(r: &Report) -> String {
         }
         o.push_str("</ul></section>");
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<footer>Made by {} from the canned analyses (`memq views`); every figure can be re-run with `memq sql`.</footer></main></body></html>\n",
+        "<footer>Made by {} from the canned analyses (`memq views`); every figure can be re-run with `memq sql`.</footer></main></body></html>",
         esc(&r.generated)
     );
     o

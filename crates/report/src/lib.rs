@@ -260,7 +260,7 @@ pub fn parse_size(s: &str) -> Option<i64> {
         _ => return None,
     };
     let r = v * mult;
-    (r.is_finite() && r >= 0.0 && r < 9.2e18).then_some(r.round() as i64)
+    (r.is_finite() && (0.0..9.2e18).contains(&r)).then_some(r.round() as i64)
 }
 
 // ------------------------------------------------------------------------------------------

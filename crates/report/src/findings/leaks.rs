@@ -311,7 +311,7 @@ pub(super) fn leak_section(b: &mut Builder) {
         f.evidence.insert("bytes".into(), json!(total));
         f.evidence.insert("owners".into(), json!(resident.len()));
         let mut top = resident.clone();
-        top.sort_by(|a, z| z.3.cmp(&a.3));
+        top.sort_by_key(|r| std::cmp::Reverse(r.3));
         f.evidence.insert(
             "largest".into(),
             Value::Array(

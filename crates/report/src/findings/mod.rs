@@ -262,7 +262,7 @@ fn renumber(sections: &mut [Section], findings: &mut [Finding]) {
     for f in findings.iter_mut() {
         rewrite(&mut f.title);
         rewrite(&mut f.problem);
-        f.evidence_text.iter_mut().for_each(|t| rewrite(t));
-        f.advice.iter_mut().for_each(|t| rewrite(t));
+        f.evidence_text.iter_mut().for_each(&rewrite);
+        f.advice.iter_mut().for_each(&rewrite);
     }
 }

@@ -255,7 +255,7 @@ pub(super) fn capability_blocks(caps: &Rows) -> Vec<Block> {
         }
     }
     let mut headers = vec!["input", "kind"];
-    headers.extend(shown.iter().map(|c| *c));
+    headers.extend(shown.iter().copied());
     let header_words: Vec<String> = headers.iter().map(|h| h.replace('_', " ")).collect();
     let header_refs: Vec<&str> = header_words.iter().map(String::as_str).collect();
     let rows = by_source

@@ -184,11 +184,9 @@ pub(super) fn trace_section(b: &mut Builder) {
                 let block = b.push(f);
                 blocks.push(block);
             }
-            "reserved" => {
-                if b.metrics.reserved_bytes.is_none_or(|x| pb > x) {
-                    b.metrics.reserved_bytes = Some(pb);
-                    b.metrics.reserved_where = Some(format!("{place} reserved"));
-                }
+            "reserved" if b.metrics.reserved_bytes.is_none_or(|x| pb > x) => {
+                b.metrics.reserved_bytes = Some(pb);
+                b.metrics.reserved_where = Some(format!("{place} reserved"));
             }
             _ => {}
         }
