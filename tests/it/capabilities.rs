@@ -70,6 +70,7 @@ async fn every_format_says_what_it_can_answer() {
     let traces = oracle("traces.json");
     let snaps = &oracle("real_inputs.json")["snapshots"];
     let v26 = &oracle("memscope_26.json")["malloc_only"];
+    let newest = &oracle("snapshots_newest.json")["newest_p4.pickle"];
     let real_trace = fixture_root().join(traces["real"]["file"].as_str().unwrap());
     let old_trace = fixture_root().join(traces["no_totals_2021"]["file"].as_str().unwrap());
     let inputs = vec![
@@ -78,6 +79,8 @@ async fn every_format_says_what_it_can_answer() {
         real_fixture("snapshots/real/cuda_list_format.pkl"),
         real_fixture("snapshots/real/cuda_three_gpus_expandable_oom.pickle"),
         fixture("snapshots/newest_protocol5.pickle"),
+        fixture("snapshots-newest/newest_p4.pickle"),
+        fixture("snapshots-newest/accelerator_p4.pickle"),
         fixture_root().join(v26["file"].as_str().unwrap()),
         fixture("memscope/g3_run"),
     ];
@@ -150,6 +153,25 @@ async fn every_format_says_what_it_can_answer() {
         "wrapped on 1 device(s)",
     );
     assert!(get(&caps, "newest_protocol5.pickle", "timeline").0);
+
+    // the newest fields: pinned host memory (its segments and trace entries), notes on blocks
+    // (annotate entries), labels (user_metadata)
+    let host = &newest["host"];
+    let host_rows = host["segments"].as_i64().unwrap() + host["trace_entries"].as_i64().unwrap();
+    has(&caps, "newest_p4.pickle", "host_memory", host_rows);
+    let notes = newest["annotations"].as_array().unwrap().len() as i64;
+    let (present, evidence, _) = get(&caps, "newest_p4.pickle", "annotations");
+    assert!(
+        *present && *evidence >= notes,
+        "{evidence} annotations, {notes} notes"
+    );
+    assert!(get(&caps, "newest_p4.pickle", "labels").0);
+    lacks(
+        &caps,
+        "accelerator_p4.pickle",
+        "host_memory",
+        "record_pinned_host_memory=True",
+    );
 
     // msMemScope: a MALLOC-only stream (--events=alloc) has rows but no block lifetimes
     let file = "malloc_only.csv";

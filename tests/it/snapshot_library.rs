@@ -793,7 +793,7 @@ async fn compare_matches_by_content_not_address() {
 async fn library_columns_are_all_documented_with_units() {
     let d = real_dataset().await;
     let analyses: Vec<_> = memq::analyses()
-        .into_iter()
+        .iter()
         .filter(|a| a.path.starts_with("snapshot/"))
         .collect();
     let names: Vec<&str> = analyses.iter().map(|a| a.name.as_str()).collect();
@@ -1807,6 +1807,19 @@ mod pickle {
             }
         }
     }
+}
+
+/// The synthetic snapshots of this file written as pickles into `dir` (tests/it/snapshot_derived.rs
+/// checks the analyses on them too).
+pub(crate) fn write_synthetic(dir: &Path) -> Vec<PathBuf> {
+    synthetic::all()
+        .into_iter()
+        .map(|(name, value)| {
+            let path = dir.join(name);
+            std::fs::write(&path, pickle::dumps(&value)).unwrap();
+            path
+        })
+        .collect()
 }
 
 // ---- the synthetic snapshots ----------------------------------------------------------------------

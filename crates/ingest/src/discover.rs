@@ -107,12 +107,13 @@ pub fn discover(inputs: &[PathBuf], catalog: &Catalog) -> Result<Vec<(usize, Sou
 
 /// What memq reads, for the messages about what it does not.
 const READS: &str = "memq reads msMemScope dumps (CSV or SQLite) and output folders, PyTorch \
-    memory snapshot pickles, Ascend profiler memory CSVs and torch.profiler (Kineto) traces";
+    memory snapshots (pickles, or JSON with segments/device_traces), Ascend profiler memory CSVs \
+    and torch.profiler (Kineto) traces";
 
 /// A file named directly that no format recognised by its content, said in words when it is
 /// something memq does not read, so that it is never ingested as something else (a JSON taken
 /// for an msMemScope config.json, a gzip file for a dump with a bad header). Traces, plain or
-/// gzipped, were recognised by the trace format before this is asked.
+/// gzipped, and JSON snapshots were recognised by their formats before this is asked.
 fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(Some(format!(
@@ -141,7 +142,8 @@ fn not_read(path: &Path, head: &[u8]) -> Result<Option<String>> {
         return Ok(Some(format!(
             "a JSON file that is not a torch.profiler trace (no traceEvents) and not an \
              msMemScope config.json (it has none of the keys analysisType, eventType, \
-             dumpEventType, enablePyStack); {READS}"
+             dumpEventType, enablePyStack), nor a PyTorch memory snapshot (no segments or \
+             device_traces key); {READS}"
         )));
     }
     Ok(None)

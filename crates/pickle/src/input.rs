@@ -25,6 +25,9 @@ pub trait Input<'a> {
     fn line(&mut self) -> io::Result<Option<&[u8]>>;
     /// Up to `n` bytes from the current position, without consuming them.
     fn peek(&mut self, n: usize) -> io::Result<&[u8]>;
+    /// The bytes before the next newline, however far (a protocol 0 string), consuming the
+    /// newline; `None` when the input ends first.
+    fn long_line(&mut self) -> io::Result<Option<Vec<u8>>>;
 }
 
 /// A pickle held in memory.
@@ -81,6 +84,14 @@ impl<'a> Input<'a> for SliceInput<'a> {
 
     fn peek(&mut self, n: usize) -> io::Result<&[u8]> {
         Ok(&self.data[self.pos..self.data.len().min(self.pos + n)])
+    }
+
+    fn long_line(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let rest = &self.data[self.pos..];
+        Ok(rest.iter().position(|&b| b == b'\n').map(|end| {
+            self.pos += end + 1;
+            rest[..end].to_vec()
+        }))
     }
 }
 
@@ -224,6 +235,27 @@ impl<'a, R: Read> Input<'a> for ReadInput<R> {
     fn peek(&mut self, n: usize) -> io::Result<&[u8]> {
         self.fill(n)?;
         Ok(&self.buf[self.start..self.end.min(self.start + n)])
+    }
+
+    fn long_line(&mut self) -> io::Result<Option<Vec<u8>>> {
+        // Grows with the line only: the line's bytes are the string the caller keeps.
+        let mut out = Vec::new();
+        loop {
+            if self.start == self.end {
+                if self.read == self.len {
+                    return Ok(None);
+                }
+                self.fill(1)?;
+            }
+            let window = &self.buf[self.start..self.end];
+            if let Some(end) = window.iter().position(|&b| b == b'\n') {
+                out.extend_from_slice(&window[..end]);
+                self.start += end + 1;
+                return Ok(Some(out));
+            }
+            out.extend_from_slice(window);
+            self.start = self.end;
+        }
     }
 }
 

@@ -1,4 +1,8 @@
-//! A data-only pickle decoder (protocols 2 to 5), written for untrusted snapshot files.
+//! A data-only pickle decoder (protocols 0 to 5), written for untrusted snapshot files.
+//!
+//! Protocols 0 and 1 have no PROTO header: such a pickle is recognised by its first opcode
+//! (MARK, EMPTY_DICT or EMPTY_LIST: a snapshot is a dict or a list), and protocol 0's text
+//! opcodes (INT, LONG, FLOAT, UNICODE, STRING, PUT, GET) are read as data like the binary ones.
 //!
 //! It runs the pickle stack machine over the data opcodes only. Every opcode that would import,
 //! call or fetch something (GLOBAL, REDUCE, BUILD, PERSID, out-of-band buffers, ...) is refused
@@ -402,6 +406,10 @@ struct Machine<'a, 'h, I> {
     /// Per object: nesting height (0 for strings and bytes, 1 + deepest item for containers).
     height: Vec<u16>,
     protocol: u8,
+    /// The pickle has no PROTO header (protocol 0 or 1), and whether a binary opcode of
+    /// protocol 1 was seen in it (else it is protocol 0, all text).
+    headerless: bool,
+    binary: bool,
     opcodes: usize,
     /// Strings that were not valid UTF-8: how many, and the offset of the first.
     invalid_utf8: Option<(usize, usize)>,
@@ -433,6 +441,8 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
             placed: Vec::with_capacity(objects),
             height: Vec::with_capacity(objects),
             protocol: 0,
+            headerless: false,
+            binary: false,
             opcodes: 0,
             invalid_utf8: None,
             released_total: 0,
@@ -442,7 +452,13 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
     fn run(mut self) -> Result<Decoded<'a>, DecodeError> {
         let len = self.input.len();
         let head = self.input.peek(PREVIEW_BYTES).map_err(|e| io_error(0, e))?;
-        if head.first() != Some(&op::PROTO) {
+        // Protocols 0 and 1 start with the top object's first opcode; a snapshot is a dict or a
+        // list, so only those openings are taken for a pickle without header.
+        self.headerless = matches!(
+            head.first(),
+            Some(&(op::MARK | op::EMPTY_DICT | op::EMPTY_LIST))
+        );
+        if head.first() != Some(&op::PROTO) && !self.headerless {
             return Err(DecodeError {
                 offset: 0,
                 reason: format!("not a pickle ({})", preview(head, len)),
@@ -492,6 +508,9 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
                  sequences were replaced by U+FFFD"
             ));
         }
+        if self.headerless && self.protocol == 0 {
+            self.protocol = u8::from(self.binary);
+        }
         let stats = Stats {
             objects: self.arena.len(),
             memo_slots: self.memo.peak,
@@ -507,12 +526,15 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
     }
 
     fn execute(&mut self) -> Result<(), DecodeError> {
+        if self.headerless && !self.binary && is_binary(self.op) {
+            self.binary = true;
+        }
         match self.op {
             op::PROTO => {
                 let version = self.take(1)?[0];
-                if !(2..=5).contains(&version) {
+                if version > 5 {
                     return Err(self.error(format!(
-                        "pickle protocol {version} is not supported (memq reads protocols 2 to 5)"
+                        "pickle protocol {version} is not supported (memq reads protocols 0 to 5)"
                     )));
                 }
                 self.protocol = version;
@@ -730,11 +752,26 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
                     "is not allowed in a data-only snapshot (it imports, calls or fetches objects)",
                 ));
             }
-            op::STRING | op::UNICODE => {
-                return Err(self.error(
-                    "(a protocol 0 text string) is not supported; snapshots are written with \
-                     protocol 2 or later",
-                ));
+            op::UNICODE => {
+                let line = self.text_line()?;
+                let (text, invalid) = raw_unicode_escape(&line);
+                if invalid {
+                    self.note_invalid_utf8();
+                }
+                self.push_object(Object::Str(Cow::Owned(text)), 0);
+            }
+            op::STRING => {
+                let line = self.text_line()?;
+                let bytes = match quoted(&line) {
+                    Some(inner) => escape_decode(inner),
+                    None => {
+                        return Err(self.error(format!(
+                            "has a malformed operand '{}' (not a quoted string)",
+                            String::from_utf8_lossy(&line[..line.len().min(64)]).escape_default()
+                        )))
+                    }
+                };
+                self.push_str(Cow::Owned(bytes));
             }
             other => {
                 return Err(DecodeError {
@@ -842,6 +879,17 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
             Ok(None) => Err(self.error(format!(
                 "has no terminating newline within {MAX_LINE} bytes (corrupt)"
             ))),
+            Err(e) => Err(io_error(at, e)),
+        }
+    }
+
+    /// The newline-terminated operand of UNICODE and STRING, of any length (a string as long
+    /// as the input has bytes left), without the newline.
+    fn text_line(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let at = self.input.pos();
+        match self.input.long_line() {
+            Ok(Some(line)) => Ok(line),
+            Ok(None) => Err(self.error("has no terminating newline (truncated)")),
             Err(e) => Err(io_error(at, e)),
         }
     }
@@ -1039,7 +1087,26 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
         loop {
             let mark = self.marks.iter().rev().find(|&&m| m <= pos).copied();
             let Some(mark) = mark else {
-                return (pos == 0).then_some((place, pending));
+                if pos == 0 {
+                    return Some((place, pending));
+                }
+                // Protocol 0 builds containers without MARKs: an item sits right above its
+                // list (APPEND), a value above its key and dict (SETITEM).
+                let below = self.stack[pos - 1];
+                if let Some(Object::List(items)) = self.arena.object(below) {
+                    place.push((below, Slot::Index(items.len())));
+                    pending.push(pos..pos);
+                    pos -= 1;
+                    continue;
+                }
+                let parent = self.stack[pos.checked_sub(2)?];
+                if let Some(Object::Dict(_)) = self.arena.object(parent) {
+                    place.push((parent, Slot::Key(below)));
+                    pending.push(pos - 1..pos - 1);
+                    pos -= 2;
+                    continue;
+                }
+                return None;
             };
             let parent_pos = mark.checked_sub(1)?;
             let parent = self.stack[parent_pos];
@@ -1369,6 +1436,137 @@ impl<'a, 'h, I: Input<'a>> Machine<'a, 'h, I> {
         }
         Ok(())
     }
+}
+
+/// The opcodes of protocol 1 and later that a protocol 0 pickle never has (to tell protocol 0
+/// from 1 when there is no header).
+fn is_binary(op: u8) -> bool {
+    !matches!(
+        op,
+        op::MARK
+            | op::STOP
+            | op::POP
+            | op::POP_MARK
+            | op::DUP
+            | op::FLOAT
+            | op::INT
+            | op::LONG
+            | op::NONE
+            | op::STRING
+            | op::UNICODE
+            | op::APPEND
+            | op::DICT
+            | op::GET
+            | op::LIST
+            | op::PUT
+            | op::SETITEM
+            | op::TUPLE
+    )
+}
+
+/// Decodes Python's `raw-unicode-escape` (UNICODE's operand): bytes are Latin-1 characters
+/// except `\uXXXX` and `\UXXXXXXXX` after an odd run of backslashes. A code point that is no
+/// character (a lone surrogate) becomes U+FFFD; the flag says there was one.
+fn raw_unicode_escape(bytes: &[u8]) -> (String, bool) {
+    let mut out = String::with_capacity(bytes.len());
+    let mut invalid = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b != b'\\' {
+            out.push(char::from(b));
+            i += 1;
+            continue;
+        }
+        let run = bytes[i..].iter().take_while(|&&c| c == b'\\').count();
+        let after = i + run;
+        let digits = match bytes.get(after) {
+            Some(b'u') => 4,
+            Some(b'U') => 8,
+            _ => 0,
+        };
+        let hex = bytes
+            .get(after + 1..after + 1 + digits)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+            .and_then(|h| u32::from_str_radix(h, 16).ok());
+        match hex {
+            Some(code) if digits > 0 && run % 2 == 1 => {
+                out.extend(std::iter::repeat_n('\\', run - 1));
+                out.push(char::from_u32(code).unwrap_or_else(|| {
+                    invalid = true;
+                    '\u{fffd}'
+                }));
+                i = after + 1 + digits;
+            }
+            _ => {
+                out.extend(std::iter::repeat_n('\\', run));
+                i = after;
+            }
+        }
+    }
+    (out, invalid)
+}
+
+/// The inside of a quoted STRING operand (`'...'` or `"..."`), or `None`.
+fn quoted(line: &[u8]) -> Option<&[u8]> {
+    match line {
+        [q @ (b'\'' | b'"'), inner @ .., last] if last == q => Some(inner),
+        _ => None,
+    }
+}
+
+/// Python's `escape_decode` of a STRING operand: backslash escapes (`\\`, `\'`, `\"`,
+/// `\n`, `\t`, `\r`, `\a`, `\b`, `\f`, `\v`, `\xHH`, octal `\ooo`, backslash-newline);
+/// any other backslash stays as written.
+fn escape_decode(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] != b'\\' || i + 1 == s.len() {
+            out.push(s[i]);
+            i += 1;
+            continue;
+        }
+        let c = s[i + 1];
+        i += 2;
+        match c {
+            b'\n' => {}
+            b'\\' | b'\'' | b'"' => out.push(c),
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'a' => out.push(7),
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'v' => out.push(11),
+            b'x' => {
+                let hex = s
+                    .get(i..i + 2)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.extend_from_slice(b"\\x"),
+                }
+            }
+            b'0'..=b'7' => {
+                let mut v = u32::from(c - b'0');
+                let mut n = 1;
+                while n < 3 && i < s.len() && (b'0'..=b'7').contains(&s[i]) {
+                    v = v * 8 + u32::from(s[i] - b'0');
+                    i += 1;
+                    n += 1;
+                }
+                out.push((v & 0xff) as u8);
+            }
+            _ => out.extend_from_slice(&[b'\\', c]),
+        }
+    }
+    out
 }
 
 /// Consecutive values as (key, value); a trailing odd value is left out (callers check).
@@ -1757,20 +1955,118 @@ mod tests {
     }
 
     #[test]
-    fn accepts_protocols_2_to_5_only() {
-        for version in 2..=5u8 {
+    fn accepts_protocols_0_to_5() {
+        for version in 0..=5u8 {
             let data = [0x80, version, b'N', b'.'];
             let decoded = decode(&data).expect("supported");
             assert_eq!(decoded.protocol, version);
         }
-        for version in [0u8, 1, 6] {
-            let err = decode(&[0x80, version, b'N', b'.']).expect_err("unsupported");
-            assert!(err.reason.contains("not supported"), "{}", err.reason);
-        }
-        let err = decode_err(b"S'x'\n");
+        let err = decode(&[0x80, 6, b'N', b'.']).expect_err("unsupported");
+        assert!(err.reason.contains("not supported"), "{}", err.reason);
+        let decoded = decode_ok(b"S'a\\x41\\n\\'b'\n");
+        assert_eq!(decoded.arena.str(decoded.root), Some("aA\n'b"));
+        let err = decode_err(b"Sx\n");
         assert!(err.reason.contains("STRING"), "{}", err.reason);
         let err = decode_err(b"\xff");
         assert_eq!(err.reason, "byte 0xff is not a pickle opcode");
+    }
+
+    /// A value as text, for comparing decodes of one object written at different protocols.
+    fn show(d: &Decoded, v: Value) -> String {
+        match (v, d.arena.object(v)) {
+            (Value::None, _) => "None".into(),
+            (Value::Bool(b), _) => b.to_string(),
+            (Value::Int(i), _) => i.to_string(),
+            (Value::Float(f), _) => format!("{f:?}"),
+            (_, Some(Object::Str(s))) => format!("{s:?}"),
+            (_, Some(Object::BigInt(i))) => i.to_string(),
+            (_, Some(Object::List(items))) => {
+                let items: Vec<_> = items.iter().map(|&i| show(d, i)).collect();
+                format!("[{}]", items.join(", "))
+            }
+            (_, Some(Object::Tuple(items))) => {
+                let items: Vec<_> = items.iter().map(|&i| show(d, i)).collect();
+                format!("({})", items.join(", "))
+            }
+            (_, Some(Object::Dict(pairs))) => {
+                let pairs: Vec<_> = pairs
+                    .iter()
+                    .map(|&(k, v)| format!("{}: {}", show(d, k), show(d, v)))
+                    .collect();
+                format!("{{{}}}", pairs.join(", "))
+            }
+            (_, other) => format!("{other:?}"),
+        }
+    }
+
+    /// One object as CPython 3 pickles it at protocols 0, 1 and 4 (`pickle.dumps`): protocol
+    /// 0's text opcodes (raw-unicode-escape strings with astral characters, `L…L` longs, `I01`
+    /// booleans, PUT) and protocol 1's header-less binary opcodes decode to the same values.
+    #[test]
+    fn protocols_0_and_1_decode_as_protocol_4() {
+        let p0: &[u8] = b"(dp0\nVsegments\np1\n(lp2\n(dp3\nVaddress\np4\nL1099511627781L\nsVframes\np5\n(lp6\n(dp7\nVname\np8\nVf\\u005cx\xe9\\u20ac\\U0001f600\\u000a\np9\nsVline\np10\nI-1\nsasasVt\np11\n(I0\nI1\ntp12\nsVb\np13\nI01\nsVn\np14\nNsVf\np15\nF1.5\nsVbig\np16\nL18446744073709551615L\ns.";
+        let p1: &[u8] = b"}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02}q\x03(X\x07\x00\x00\x00addressq\x04L1099511627781L\nX\x06\x00\x00\x00framesq\x05]q\x06}q\x07(X\x04\x00\x00\x00nameq\x08X\r\x00\x00\x00f\\x\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\nq\tX\x04\x00\x00\x00lineq\nJ\xff\xff\xff\xffuauaX\x01\x00\x00\x00tq\x0b(K\x00K\x01tq\x0cX\x01\x00\x00\x00bq\rI01\nX\x01\x00\x00\x00nq\x0eNX\x01\x00\x00\x00fq\x0fG?\xf8\x00\x00\x00\x00\x00\x00X\x03\x00\x00\x00bigq\x10L18446744073709551615L\nu.";
+        let p4: &[u8] = b"\x80\x04\x95\x8e\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94}\x94(\x8c\x07address\x94\x8a\x06\x05\x00\x00\x00\x00\x01\x8c\x06frames\x94]\x94}\x94(\x8c\x04name\x94\x8c\rf\\x\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\n\x94\x8c\x04line\x94J\xff\xff\xff\xffuaua\x8c\x01t\x94K\x00K\x01\x86\x94\x8c\x01b\x94\x88\x8c\x01n\x94N\x8c\x01f\x94G?\xf8\x00\x00\x00\x00\x00\x00\x8c\x03big\x94\x8a\t\xff\xff\xff\xff\xff\xff\xff\xff\x00u.";
+        let want = {
+            let d = decode(p4).unwrap();
+            show(&d, d.root)
+        };
+        assert!(want.contains("\"f\\\\xé€😀\\n\""), "{want}");
+        for (data, protocol) in [(p0, 0), (p1, 1)] {
+            let d = decode(data).unwrap_or_else(|e| panic!("{protocol}: {e:?}"));
+            assert_eq!(d.protocol, protocol);
+            assert_eq!(show(&d, d.root), want, "protocol {protocol}");
+            assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+            let read = decode_read(Trickle(data), data.len() as u64, None).unwrap();
+            assert_eq!(show(&read, read.root), want, "protocol {protocol}, read");
+        }
+        // A lone surrogate in a protocol 0 string is replaced and reported.
+        let d = decode(b"(lVa\\udc80b\na.").unwrap();
+        let item = d.arena.sequence(d.root).unwrap()[0];
+        assert_eq!(d.arena.str(item), Some("a\u{fffd}b"));
+        assert!(
+            d.warnings[0].contains("not valid UTF-8"),
+            "{:?}",
+            d.warnings
+        );
+        // A header-less file must open with a container.
+        let err = decode(b"I1\n.").expect_err("no container");
+        assert!(err.reason.starts_with("not a pickle"), "{}", err.reason);
+    }
+
+    /// Protocol 0 and 1 snapshots with bytes changed at random (a fixed sequence) decode or
+    /// fail with an offset inside the input, the same from memory and through a reader.
+    #[test]
+    fn mutated_text_protocol_pickles_fail_cleanly() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/snapshots-newest");
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for file in ["newest_p0.pickle", "newest_p1.pickle"] {
+            let data = std::fs::read(dir.join(file)).expect(file);
+            for _ in 0..400 {
+                let mut bad = data.clone();
+                for _ in 0..1 + next() % 3 {
+                    let at = (next() % bad.len() as u64) as usize;
+                    bad[at] = (next() & 0xff) as u8;
+                }
+                let plain = decode(&bad);
+                let read = decode_read(Trickle(&bad), bad.len() as u64, None);
+                match (&plain, &read) {
+                    (Ok(a), Ok(b)) => assert_eq!(show(a, a.root), show(b, b.root)),
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a, b);
+                        assert!(a.offset <= bad.len() as u64, "{a:?}");
+                    }
+                    _ => panic!("{file}: {:?} vs {:?}", plain.err(), read.err()),
+                }
+            }
+        }
     }
 
     #[test]

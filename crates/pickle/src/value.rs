@@ -81,6 +81,10 @@ impl<'a> Arena<'a> {
         self.objects.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
     pub fn get(&self, id: ObjId) -> &Object<'a> {
         &self.objects[id]
     }

@@ -84,9 +84,9 @@ facts AS (
     UNION ALL
     SELECT snapshot, 'total', 'reserved_peak', NULL, NULL, NULL, reserved_peak FROM peaks
     UNION ALL
-    SELECT s.snapshot, 'total', 'oom', NULL, NULL, COUNT(t.seq), NULL
+    SELECT s.snapshot, 'total', 'oom', NULL, NULL, COALESCE(SUM(l.oom_count), 0), NULL
     FROM (SELECT $a AS snapshot UNION SELECT $b) s
-    LEFT JOIN snap_traces t ON t.snapshot = s.snapshot AND t.action = 'oom'
+    LEFT JOIN snap_trace_levels l ON l.snapshot = s.snapshot
     GROUP BY s.snapshot
     UNION ALL
     SELECT snapshot, 'segment_size', segment_type || ' ' || CAST(total_size AS VARCHAR), NULL, NULL, COUNT(*), SUM(total_size)

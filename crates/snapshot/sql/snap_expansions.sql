@@ -1,7 +1,9 @@
 -- snap_expansions: every segment event of the trace (device allocations, releases, expandable map/unmap), with the reserved bytes after it and its call stack.
 --
 -- One row per segment_alloc, segment_free, segment_map or segment_unmap entry, in seq order.
--- reserved_bytes comes from snap_timeline (memory reserved before the window included).
+-- reserved_bytes comes from snap_timeline (memory reserved before the window included), read
+-- from the running sum each trace row carries (snap_traces.reserved_change, computed at ingest)
+-- plus the device's bytes before the window (snap_trace_levels).
 -- growth_rank ranks the growing events (segment_alloc, segment_map) of a snapshot and device by
 -- size, largest first, earlier entries first on ties — the reference's "peak attribution" lists
 -- the first 10 (`WHERE growth_rank <= 10`).
@@ -22,13 +24,13 @@
 -- @column user_frame     VARCHAR text: first user frame of that stack (snap_stacks)
 SELECT t.snapshot, t.device, t.seq, t.time_us, t.action, t.addr, t.size,
        CASE WHEN t.action IN ('segment_alloc', 'segment_map') THEN t.size ELSE -t.size END AS delta_bytes,
-       tl.reserved_bytes,
+       l.reserved_start + t.reserved_change AS reserved_bytes,
        CASE WHEN t.action IN ('segment_alloc', 'segment_map')
             THEN RANK() OVER (PARTITION BY t.snapshot, t.device, t.action IN ('segment_alloc', 'segment_map') ORDER BY t.size DESC, t.seq) END AS growth_rank,
        t.stream, t.stack_id,
        COALESCE(s.call_path, '(no stack)') AS call_path,
        s.user_frame
 FROM snap_traces t
-JOIN snap_timeline tl ON tl.snapshot = t.snapshot AND tl.device = t.device AND tl.seq = t.seq
+JOIN snap_trace_levels l ON l.snapshot = t.snapshot AND l.device = t.device
 LEFT JOIN snap_stacks s ON s.snapshot = t.snapshot AND s.stack_id = t.stack_id
 WHERE t.action IN ('segment_alloc', 'segment_free', 'segment_map', 'segment_unmap')

@@ -31,13 +31,12 @@
 -- @column call_path            VARCHAR text: the call path as snapshot_analyze.py displays it (snap_stacks); '(no stack)' when none
 -- @column user_frame           VARCHAR text: first user frame (snap_stacks)
 WITH
+-- entry counts, last seq and time per device, counted at ingest
 window_sizes AS (
-    SELECT snapshot, device, COUNT(*) AS entries, MAX(seq) AS last_seq, MAX(time_us) AS last_time_us
-    FROM snap_traces
-    GROUP BY snapshot, device
+    SELECT snapshot, device, entries, last_seq, last_time_us FROM snap_trace_levels
 ),
 snapshot_sizes AS (
-    SELECT snapshot, COUNT(*) AS entries FROM snap_traces GROUP BY snapshot
+    SELECT snapshot, SUM(entries) AS entries FROM snap_trace_levels GROUP BY snapshot
 ),
 -- the reference: first segment creation per address, over all devices
 segment_created AS (

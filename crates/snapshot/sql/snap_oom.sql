@@ -1,6 +1,7 @@
 -- snap_oom: every OOM entry with the memory state at that moment, the allocations just before it and a verdict that compares their stacks.
 --
--- One row per `oom` trace entry. The context is the 50 entries of the same device before it (the
+-- One row per `oom` trace entry (its levels from snap_timeline's running sums, its neighbouring
+-- allocs from snap_oom_allocs: both computed at ingest, crates/snapshot/src/derive.rs). The context is the 50 entries of the same device before it (the
 -- reference's methodology); its `alloc` entries are the candidates. The first allocations after
 -- the OOM (within 50 entries) are listed too: they show what the program did next (a retry, a
 -- smaller request). Verdict, first rule that holds:
@@ -39,9 +40,10 @@
 WITH
 ooms AS (
     SELECT t.snapshot, t.device, t.seq, t.time_us, t.size AS requested_bytes, t.device_free, t.stack_id,
-           tl.active_bytes, tl.reserved_bytes
+           l.active_start + t.active_change AS active_bytes,
+           l.reserved_start + t.reserved_change AS reserved_bytes
     FROM snap_traces t
-    LEFT JOIN snap_timeline tl ON tl.snapshot = t.snapshot AND tl.device = t.device AND tl.seq = t.seq
+    LEFT JOIN snap_trace_levels l ON l.snapshot = t.snapshot AND l.device = t.device
     WHERE t.action = 'oom'
 ),
 -- the first 60 characters of the reference's frames_json of every stack (its "same stack" key)
@@ -58,17 +60,14 @@ reference_keys AS (
     FROM frame_json
     GROUP BY snapshot, stack_id
 ),
--- alloc entries from 50 before each OOM to 50 after it
+-- alloc entries from 50 before each OOM to 50 after it (picked at ingest: snap_oom_allocs)
 around AS (
-    SELECT o.snapshot, o.device, o.seq AS oom_seq, t.seq, t.size, t.stack_id,
+    SELECT a.snapshot, a.device, a.oom_seq, a.seq, a.size, a.stack_id,
            COALESCE(k.stack_key, '(none)') AS reference_key,
            s.user_frame
-    FROM ooms o
-    JOIN snap_traces t
-      ON t.snapshot = o.snapshot AND t.device = o.device AND t.action = 'alloc'
-     AND t.seq >= o.seq - 50 AND t.seq <= o.seq + 50
-    LEFT JOIN snap_stacks s ON s.snapshot = t.snapshot AND s.stack_id = t.stack_id
-    LEFT JOIN reference_keys k ON k.snapshot = t.snapshot AND k.stack_id = t.stack_id
+    FROM snap_oom_allocs a
+    LEFT JOIN snap_stacks s ON s.snapshot = a.snapshot AND s.stack_id = a.stack_id
+    LEFT JOIN reference_keys k ON k.snapshot = a.snapshot AND k.stack_id = a.stack_id
 ),
 context AS (
     SELECT *,

@@ -68,7 +68,7 @@ WITH
 seen AS (
     SELECT DISTINCT snapshot, device FROM snap_segments
     UNION
-    SELECT DISTINCT snapshot, device FROM snap_traces
+    SELECT snapshot, device FROM snap_trace_levels
 ),
 -- a snapshot with neither segments nor trace entries: one row for device 0
 empty_snapshots AS (
@@ -120,11 +120,9 @@ block_sums AS (
     FROM snap_blocks
     GROUP BY snapshot, device
 ),
+-- the devices with trace entries and their oom entries, counted at ingest
 ooms AS (
-    SELECT snapshot, device, COUNT(*) AS oom_count
-    FROM snap_traces
-    WHERE action = 'oom'
-    GROUP BY snapshot, device
+    SELECT snapshot, device, oom_count FROM snap_trace_levels WHERE oom_count > 0
 ),
 figures AS (
     SELECT d.snapshot, d.device,

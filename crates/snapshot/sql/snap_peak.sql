@@ -7,6 +7,10 @@
 -- reaching it, -1 when the state before the first entry already is the peak. A device with
 -- segments but no trace entries gets start = peak = end from the final state and NULL seqs.
 --
+-- The running levels are folded once at ingest (snap_trace_levels, crates/snapshot/src/derive.rs):
+-- this view reads a row per device, not the trace (the same answers as the windows over
+-- snap_timeline in tests/oracle/sql/snapshot/snap_peak.sql).
+--
 -- The figure that `snapshot_analyze.py --mode peak` reports (the snapshot analysis scripts of
 -- the "ascend-npu-snapshot-analyzer" skill in the mindstudio-agent package) is kept beside it
 -- as reference_peak: the highest net segment growth since the start of the window, replayed
@@ -49,7 +53,7 @@ WITH
 devices AS (
     SELECT DISTINCT snapshot, device FROM snap_segments
     UNION
-    SELECT DISTINCT snapshot, device FROM snap_traces
+    SELECT snapshot, device FROM snap_trace_levels
 ),
 -- the final state, for devices without entries
 final_active AS (
@@ -67,30 +71,19 @@ final_state AS (
     LEFT JOIN final_active a ON a.snapshot = d.snapshot AND a.device = d.device
     LEFT JOIN final_reserved r ON r.snapshot = d.snapshot AND r.device = d.device
 ),
+-- snap_timeline's start, highest level (first entry reaching it) and end per device, folded at
+-- ingest (snap_trace_levels)
 series AS (
-    SELECT snapshot, device,
-           COUNT(*) AS entries,
-           first_value(active_bytes - active_delta ORDER BY seq) AS active_start,
-           MAX(active_bytes) AS active_max,
-           first_value(seq ORDER BY active_bytes DESC, seq) AS active_max_seq,
-           first_value(time_us ORDER BY active_bytes DESC, seq) AS active_max_time_us,
-           last_value(active_bytes ORDER BY seq) AS active_end,
-           first_value(reserved_bytes - reserved_delta ORDER BY seq) AS reserved_start,
-           MAX(reserved_bytes) AS reserved_max,
-           first_value(seq ORDER BY reserved_bytes DESC, seq) AS reserved_max_seq,
-           last_value(reserved_bytes ORDER BY seq) AS reserved_end
-    FROM snap_timeline
-    GROUP BY snapshot, device
+    SELECT snapshot, device, entries,
+           active_start, active_max, active_max_seq, active_max_time_us, active_end,
+           reserved_start, reserved_max, reserved_max_seq, reserved_end
+    FROM snap_trace_levels
 ),
 -- the reference's replay, over segment events only
 reference AS (
-    SELECT snapshot, device,
-           MAX(segment_growth_bytes) AS growth_max,
-           first_value(seq ORDER BY segment_growth_bytes DESC, seq) AS growth_max_seq,
-           MIN(seq) AS first_segment_seq
-    FROM snap_timeline
-    WHERE action IN ('segment_alloc', 'segment_map', 'segment_free', 'segment_unmap')
-    GROUP BY snapshot, device
+    SELECT snapshot, device, growth_max, growth_max_seq, first_segment_seq
+    FROM snap_trace_levels
+    WHERE first_segment_seq IS NOT NULL
 ),
 wrapped AS (
     SELECT snapshot, item AS device, value = 'true' AS wrapped

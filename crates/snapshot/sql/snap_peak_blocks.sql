@@ -4,7 +4,9 @@
 -- active_peak_seq (or before the first entry when the peak is there): allocated at or before it
 -- (or before the window) and not freed by then. Their sizes add up to active_peak. Allocations
 -- made before the window that were freed inside it have no allocation stack in the trace; their
--- free-site stack is given instead (free_stack_id), as MemoryViz shows it.
+-- free-site stack is given instead (free_stack_id), as MemoryViz shows it. Both inputs are
+-- read from what ingest derived from the trace (snap_lifetimes, snap_trace_levels), not
+-- windowed from it; the answer is as large as the allocations live at the peak.
 --
 -- @column snapshot      VARCHAR the snapshot (source name)
 -- @column device        BIGINT  device ordinal
@@ -24,6 +26,7 @@
 -- @column call_path     VARCHAR text: the reference's call path of the allocation stack; '(no stack)' when none
 -- @column user_frame    VARCHAR text: first user frame of the allocation stack (or of the free site when there is none)
 -- @column user_path     VARCHAR text: up to 5 user Python frames of that stack, innermost first
+-- @column label         VARCHAR user_metadata of its alloc entry (e.g. a module FQN from component tracking); NULL when empty or allocated before the window
 WITH
 at_peak AS (
     SELECT a.*, p.active_peak_seq AS peak_seq, p.active_peak AS peak_bytes,
@@ -41,7 +44,14 @@ SELECT a.snapshot, a.device, a.peak_seq, a.peak_bytes,
        a.shown_free_stack AS free_stack_id,
        COALESCE(s.call_path, '(no stack)') AS call_path,
        COALESCE(s.user_frame, f.user_frame) AS user_frame,
-       COALESCE(s.user_path, f.user_path) AS user_path
+       COALESCE(s.user_path, f.user_path) AS user_path,
+       t.user_metadata AS label
 FROM at_peak a
 LEFT JOIN snap_stacks s ON s.snapshot = a.snapshot AND s.stack_id = a.stack_id
 LEFT JOIN snap_stacks f ON f.snapshot = a.snapshot AND f.stack_id = a.shown_free_stack
+-- Only labelled alloc entries are joined: most traces have none, and the join stays small.
+-- `IS NOT NULL` first: an all-NULL column is then skipped, where `<> ''` alone decoded it for
+-- every entry (1.6 s of a 16.9 M-entry trace against 0.04 s).
+LEFT JOIN (SELECT snapshot, device, seq, user_metadata FROM snap_traces
+           WHERE user_metadata IS NOT NULL AND user_metadata <> '' AND action = 'alloc') t
+       ON t.snapshot = a.snapshot AND t.device = a.device AND t.seq = a.alloc_seq

@@ -1,5 +1,8 @@
 -- snap_source_capabilities: the PyTorch snapshots' rows of source_capabilities (what each snapshot can answer).
 --
+-- Pinned host memory (`record_pinned_host_memory=True`) is in snap_host_segments and
+-- snap_host_traces; notes attached to live blocks are `annotate` trace entries.
+--
 -- A snapshot always holds the allocator's state at the moment it was taken (snap_segments,
 -- snap_blocks); everything over time comes from its trace ring buffer (snap_traces), which is
 -- recorded only when `torch.cuda.memory._record_memory_history()` ran before the dump, and keeps
@@ -24,18 +27,24 @@ WITH c AS (
            COALESCE(t.labelled, 0) + COALESCE(b.labelled, 0) AS labelled,
            COALESCE(seg.segments, 0) AS segments,
            COALESCE(i.wrapped_devices, 0) AS wrapped_devices,
-           COALESCE(i.annotations, 0) AS annotations
+           COALESCE(i.annotations, 0) + COALESCE(t.annotates, 0) AS annotations,
+           COALESCE(h.host_rows, 0) AS host_rows
     FROM sources s
     LEFT JOIN (SELECT snapshot,
                       COUNT(*) AS entries,
                       COUNT(*) FILTER (WHERE action = 'alloc') AS allocs,
                       COUNT(*) FILTER (WHERE action IN ('free_requested', 'free_completed')) AS frees,
                       COUNT(stack_id) AS stacked,
-                      COUNT(*) FILTER (WHERE user_metadata <> '') AS labelled,
-                      COUNT(*) FILTER (WHERE action = 'oom') AS ooms
+                      COUNT(*) FILTER (WHERE user_metadata IS NOT NULL AND user_metadata <> '') AS labelled,
+                      COUNT(*) FILTER (WHERE action = 'oom') AS ooms,
+                      COUNT(*) FILTER (WHERE action = 'annotate') AS annotates
                FROM snap_traces GROUP BY snapshot) t ON t.snapshot = s.source
+    LEFT JOIN (SELECT snapshot, COUNT(*) AS host_rows
+               FROM (SELECT snapshot FROM snap_host_segments
+                     UNION ALL SELECT snapshot FROM snap_host_traces) x
+               GROUP BY snapshot) h ON h.snapshot = s.source
     LEFT JOIN (SELECT snapshot, COUNT(stack_id) AS stacked,
-                      COUNT(*) FILTER (WHERE user_metadata <> '') AS labelled
+                      COUNT(*) FILTER (WHERE user_metadata IS NOT NULL AND user_metadata <> '') AS labelled
                FROM snap_blocks GROUP BY snapshot) b ON b.snapshot = s.source
     LEFT JOIN (SELECT snapshot, COUNT(*) AS segments FROM snap_segments GROUP BY snapshot) seg ON seg.snapshot = s.source
     LEFT JOIN (SELECT snapshot,
@@ -61,7 +70,9 @@ k(capability, answers, missing) AS (VALUES
      'no segment: the allocator held nothing when the snapshot was taken'),
     ('oom', 'the OOM diagnosis: snap_oom',
      'no oom entry: no out-of-memory was recorded in the trace (dump from an OOM observer to catch one)'),
-    ('annotations', 'marks in the run (external_annotations): snap_stage_memory',
+    ('host_memory', 'pinned host memory beside the devices'': snap_host_memory, snap_host_timeline',
+     'no host_segments or host_traces: pinned host memory was not recorded; record it with _record_memory_history(..., record_pinned_host_memory=True) (PyTorch 2.14 and later)'),
+    ('annotations', 'marks in the run (external_annotations) and notes attached to live blocks (annotate entries): snap_stage_memory, snap_annotations',
      'no annotation: memory cannot be aligned with stages of the run (record_function or torch.cuda.memory annotations add them)')
 ),
 judged AS (
@@ -78,6 +89,7 @@ judged AS (
            WHEN 'reserved' THEN segments > 0
            WHEN 'allocator_state' THEN segments > 0
            WHEN 'oom' THEN ooms > 0
+           WHEN 'host_memory' THEN host_rows > 0
            WHEN 'annotations' THEN annotations > 0
            END AS present,
            CASE k.capability
@@ -89,6 +101,7 @@ judged AS (
            WHEN 'reserved' THEN segments
            WHEN 'allocator_state' THEN segments
            WHEN 'oom' THEN ooms
+           WHEN 'host_memory' THEN host_rows
            WHEN 'annotations' THEN annotations
            END AS evidence_rows
     FROM c CROSS JOIN k

@@ -11,6 +11,10 @@
 -- stage starts counts towards its peaks. Stages outside the trace window (before its first or
 -- after its last entry) show the level there. The MSTX twin is stage_memory.
 --
+-- The levels are snap_timeline's, read from the running sums every trace row carries (computed at
+-- ingest); only the entries within each device's stages are walked, with the last one before
+-- them (tests/oracle/sql/snapshot/snap_stage_memory.sql walks every entry, to the same answers).
+--
 -- Rows come in no particular order: ORDER BY snapshot, device, start_us.
 -- @column snapshot          VARCHAR the snapshot (source name)
 -- @column device            BIGINT  device ordinal of the annotation
@@ -70,11 +74,41 @@ stages AS (
     LEFT JOIN ends e ON e.snapshot = s.snapshot AND e.device = s.device AND e.name = s.name
                     AND e.level = s.level AND e.level_k = s.level_k AND e.end_us >= s.start_us
 ),
+-- the span of each device's stages: an entry before it only matters as the last one before it
+-- (the level in effect when the first stage starts), one after a closed span not at all, so
+-- only those entries are walked (not the whole trace)
+spans AS (
+    SELECT snapshot, device, MIN(start_us) AS lo,
+           CASE WHEN COUNT(end_us) = COUNT(*) THEN MAX(end_us) END AS hi
+    FROM stages
+    GROUP BY snapshot, device
+),
+entries AS (
+    SELECT t.snapshot, t.device, t.seq, t.time_us,
+           l.active_start + t.active_change AS active_bytes,
+           l.reserved_start + t.reserved_change AS reserved_bytes,
+           s.lo, s.hi
+    FROM snap_traces t
+    JOIN snap_trace_levels l ON l.snapshot = t.snapshot AND l.device = t.device
+    JOIN spans s ON s.snapshot = t.snapshot AND s.device = t.device
+    WHERE t.time_us IS NOT NULL
+),
 timeline AS (
-    SELECT snapshot, device, seq, time_us, active_bytes, reserved_bytes,
-           active_bytes - active_delta AS active_before, reserved_bytes - reserved_delta AS reserved_before
-    FROM snap_timeline
-    WHERE time_us IS NOT NULL
+    SELECT snapshot, device, seq, time_us, active_bytes, reserved_bytes
+    FROM entries
+    WHERE time_us >= lo AND (hi IS NULL OR time_us <= hi)
+      -- the same bounds over every device, checked on the trace's rows before any join
+      AND time_us >= (SELECT MIN(lo) FROM spans)
+      AND time_us <= COALESCE((SELECT MAX(COALESCE(hi, 9223372036854775807)) FROM spans), 9223372036854775807)
+    UNION ALL
+    SELECT snapshot, device, seq, time_us, active_bytes, reserved_bytes
+    FROM (
+        SELECT snapshot, device, seq, time_us, active_bytes, reserved_bytes,
+               ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY time_us DESC, seq DESC) AS n
+        FROM entries
+        WHERE time_us < lo AND time_us < (SELECT MAX(lo) FROM spans)
+    ) e
+    WHERE n = 1
 ),
 -- boundaries: a START sorts before the entries of its µs (ord 0), an END after them (ord 2)
 boundaries AS (
@@ -106,13 +140,12 @@ walked AS (
            MAX(reserved_bytes) OVER (PARTITION BY snapshot, device, reserved_filled) AS reserved_level
     FROM counted
 ),
--- the levels before the first entry, for boundaries that come before it
+-- the levels before the first entry with a time (by time, then seq), for boundaries that come
+-- before it (found at ingest: snap_trace_levels)
 window_start AS (
-    SELECT snapshot, device,
-           first_value(active_before ORDER BY time_us, seq) AS active_before,
-           first_value(reserved_before ORDER BY time_us, seq) AS reserved_before
-    FROM timeline
-    GROUP BY snapshot, device
+    SELECT snapshot, device, timed_active_before AS active_before, timed_reserved_before AS reserved_before
+    FROM snap_trace_levels
+    WHERE timed_active_before IS NOT NULL
 ),
 pieces AS (
     SELECT snapshot, device, piece, COUNT(*) AS entries,

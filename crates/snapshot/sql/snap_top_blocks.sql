@@ -22,6 +22,7 @@
 -- @column call_path       VARCHAR text: the reference's call path; '(no stack)' when none was recorded
 -- @column user_frame      VARCHAR text: first user frame (snap_stacks); NULL when none
 -- @column user_path       VARCHAR text: up to 5 user Python frames, innermost first (snap_stacks); NULL when none
+-- @column label           VARCHAR user_metadata of the alloc entry that made the block (e.g. a module FQN from component tracking); NULL when empty or allocated before the trace window
 SELECT b.snapshot, b.device,
        ROW_NUMBER() OVER (PARTITION BY b.snapshot, b.device ORDER BY b.size DESC, b.block_id) AS rank,
        b.block_id, b.address, b.size, b.requested_size,
@@ -29,7 +30,8 @@ SELECT b.snapshot, b.device,
        b.segment_id, g.address AS segment_address, g.total_size AS segment_size, g.segment_type,
        b.stack_id,
        COALESCE(s.call_path, '(no stack)') AS call_path,
-       s.user_frame, s.user_path
+       s.user_frame, s.user_path,
+       NULLIF(b.user_metadata, '') AS label
 FROM snap_blocks b
 JOIN snap_segments g ON g.snapshot = b.snapshot AND g.segment_id = b.segment_id
 LEFT JOIN snap_stacks s ON s.snapshot = b.snapshot AND s.stack_id = b.stack_id

@@ -10,6 +10,11 @@
 -- first entry after seq touching it implies, or its final state when no later entry does.
 -- seq = -1 gives the state before the first entry; seq >= the last entry gives the final state.
 --
+-- Expandable segments are cut into the elementary ranges between every boundary; each map/unmap
+-- entry after seq is matched to the run of ranges it covers by the boundaries' numbers (an
+-- equi-join), not tested against every range (on a 16.9 M-entry trace with 600 K map entries
+-- that was 10^11 comparisons).
+--
 -- Rows of kind `segment` carry the per-segment figures of the history view (blocks, allocated,
 -- free, rounding waste); rows of kind `block` one live block each (active_allocated or
 -- active_pending_free). A block put back from the trace has size = requested_size: the trace does
@@ -94,20 +99,36 @@ range_bounds AS (
     UNION SELECT snapshot, device, addr FROM traces WHERE action IN ('segment_map', 'segment_unmap')
     UNION SELECT snapshot, device, addr + size FROM traces WHERE action IN ('segment_map', 'segment_unmap')
 ),
-ranges AS (
-    SELECT snapshot, device, bound AS lo,
-           LEAD(bound) OVER (PARTITION BY snapshot, device ORDER BY bound) AS hi
+-- each boundary numbered: a map/unmap entry covers the elementary ranges from the one starting
+-- at its address up to the one ending at its end, a run of consecutive numbers
+bound_index AS (
+    SELECT snapshot, device, bound,
+           CAST(ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY bound) AS BIGINT) AS k
     FROM range_bounds
+),
+ranges AS (
+    SELECT snapshot, device, k, bound AS lo,
+           LEAD(bound) OVER (PARTITION BY snapshot, device ORDER BY bound) AS hi
+    FROM bound_index
+),
+-- the map/unmap entries after seq, once per elementary range they cover (not every entry
+-- against every range: a trace maps and unmaps thousands of ranges)
+covering AS (
+    SELECT snapshot, device, seq, action, stream, unnest(range(k_lo, k_hi)) AS k
+    FROM (
+        SELECT t.snapshot, t.device, t.seq, t.action, t.stream, a.k AS k_lo, b.k AS k_hi
+        FROM traces t
+        JOIN bound_index a ON a.snapshot = t.snapshot AND a.device = t.device AND a.bound = t.addr
+        JOIN bound_index b ON b.snapshot = t.snapshot AND b.device = t.device AND b.bound = t.addr + t.size
+        WHERE t.action IN ('segment_map', 'segment_unmap') AND t.seq > $seq AND a.k < b.k
+    ) e
 ),
 range_next AS (
     SELECT r.snapshot, r.device, r.lo, r.hi,
-           first_value(t.action ORDER BY t.seq) AS action,
-           first_value(t.stream ORDER BY t.seq) AS stream
+           first_value(c.action ORDER BY c.seq) AS action,
+           first_value(c.stream ORDER BY c.seq) AS stream
     FROM ranges r
-    JOIN traces t
-      ON t.snapshot = r.snapshot AND t.device = r.device
-     AND t.action IN ('segment_map', 'segment_unmap') AND t.seq > $seq
-     AND t.addr <= r.lo AND t.addr + t.size >= r.hi
+    JOIN covering c ON c.snapshot = r.snapshot AND c.device = r.device AND c.k = r.k
     WHERE r.hi IS NOT NULL
     GROUP BY r.snapshot, r.device, r.lo, r.hi
 ),

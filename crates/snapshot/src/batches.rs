@@ -23,6 +23,9 @@ use crate::schema;
 use crate::tables::{BlockRow, InfoRow, Rows, SegmentRow};
 use crate::traces::TraceColumns;
 
+/// The `device` of host trace rows read from one flat list.
+pub const HOST_DEVICE: i64 = -1;
+
 /// Most rows of one batch (= one row group of the trace table, as memq-core's writers).
 pub const BATCH_ROWS: usize = 128 * 1024;
 /// Text bytes of one batch (all its text columns together) beyond which it is cut.
@@ -40,23 +43,40 @@ pub fn table_batches(
     let name = snapshot.len();
     let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
     match table.name {
-        schema::SEGMENTS => {
-            let r = &rows.segments;
+        schema::SEGMENTS | schema::HOST_SEGMENTS => {
+            let r = if table.name == schema::SEGMENTS {
+                &rows.segments
+            } else {
+                &rows.host_segments
+            };
             for range in chunks(r.len(), BATCH_ROWS, limit, |i| {
                 name + text(&r[i].segment_type) + text(&r[i].extra_json)
             }) {
                 emit(segments(table, snapshot, &r[range])?)?;
             }
         }
-        schema::BLOCKS => {
-            let r = &rows.blocks;
+        schema::BLOCKS | schema::HOST_BLOCKS => {
+            let r = if table.name == schema::BLOCKS {
+                &rows.blocks
+            } else {
+                &rows.host_blocks
+            };
             for range in chunks(r.len(), BATCH_ROWS, limit, |i| {
                 name + text(&r[i].state) + text(&r[i].user_metadata) + text(&r[i].extra_json)
             }) {
                 emit(blocks(table, snapshot, &r[range])?)?;
             }
         }
-        schema::TRACES => {}
+        schema::TRACES | crate::derive::LIFETIMES => {}
+        crate::derive::LEVELS | crate::derive::OOM_ALLOCS => {
+            crate::derive::table_batches(snapshot, &rows.derived, table, emit)?
+        }
+        // Built whole while walking (host traces are held: they are few).
+        schema::HOST_TRACES => {
+            for batch in &rows.host_traces {
+                emit(batch.clone())?;
+            }
+        }
         schema::FRAMES => {
             let frames: Vec<_> = rows.stacks.rows().collect();
             let len = |t: Option<&str>| t.map_or(0, str::len);
@@ -166,7 +186,13 @@ pub fn traces(
         ints(rows.clone().map(|i| t.rare(i).and_then(f)))
     };
     let column = |name: &str| match name {
-        "device" => ints(rows.clone().map(|i| Some(i64::from(t.device[i])))),
+        "device" => ints(rows.clone().map(|i| {
+            Some(if t.host {
+                HOST_DEVICE
+            } else {
+                i64::from(t.device[i])
+            })
+        })),
         "seq" => ints(rows.clone().map(|i| Some(i64::from(t.seq[i])))),
         "action" => texts(rows.clone().map(|i| t.action(i))),
         "addr" => uints(rows.clone().map(|i| t.addr.get(i))),
@@ -192,7 +218,8 @@ pub fn traces(
                     .map(|i| t.rare(i).and_then(|r| r.extra_json.as_deref())),
             )
         }
-        other => unreachable!("snap_traces has no column {other}"),
+        other => crate::derive::trace_column(&t.levels, rows.clone(), other)
+            .unwrap_or_else(|| unreachable!("snap_traces has no column {other}")),
     };
     build(table, snapshot, range.len(), column)
 }
@@ -227,7 +254,7 @@ fn info(table: &TableDef, snapshot: &str, rows: &[InfoRow]) -> Result<RecordBatc
 }
 
 /// A batch with the table's columns in declared order; `snapshot` is filled here.
-fn build(
+pub(crate) fn build(
     table: &TableDef,
     snapshot: &str,
     rows: usize,
@@ -248,15 +275,15 @@ fn build(
     Ok(RecordBatch::try_new(table.schema(), columns)?)
 }
 
-fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
+pub(crate) fn ints(values: impl Iterator<Item = Option<i64>>) -> ArrayRef {
     Arc::new(Int64Array::from_iter(values))
 }
 
-fn uints(values: impl Iterator<Item = Option<u64>>) -> ArrayRef {
+pub(crate) fn uints(values: impl Iterator<Item = Option<u64>>) -> ArrayRef {
     Arc::new(UInt64Array::from_iter(values))
 }
 
-fn texts<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+pub(crate) fn texts<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
     Arc::new(StringArray::from_iter(values))
 }
 

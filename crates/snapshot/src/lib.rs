@@ -13,7 +13,9 @@
 //! addresses the trace allocated), not by the length of the trace.
 
 mod batches;
+mod derive;
 mod frames;
+mod from_json;
 mod json;
 pub mod schema;
 mod tables;
@@ -79,14 +81,17 @@ fn read_whole(
     snapshot: &str,
     limits: Limits,
 ) -> Result<Vec<(TableDef, RecordBatch)>> {
-    let mut trace_batches = Vec::new();
-    let rows = read_rows(path, data, snapshot, limits, &mut trace_batches)?;
+    let (mut trace_batches, mut lifetime_batches) = (Vec::new(), Vec::new());
+    let outs: Outs = (&mut trace_batches, &mut lifetime_batches);
+    let rows = read_rows(path, data, snapshot, limits, outs)?;
     schema::tables()
         .into_iter()
         .map(|table| {
             let mut parts = Vec::new();
             if table.name == schema::TRACES {
                 parts = std::mem::take(&mut trace_batches);
+            } else if table.name == derive::LIFETIMES {
+                parts = std::mem::take(&mut lifetime_batches);
             } else {
                 batches::table_batches(snapshot, &rows, &table, limits.1, |b| {
                     parts.push(b);
@@ -99,7 +104,11 @@ fn read_whole(
         .collect()
 }
 
-/// Reads a snapshot: its trace rows go to `out` as batches of at most `limits` while the pickle
+/// Where the batches of the streamed tables go: snap_traces, snap_lifetimes.
+type Outs<'o> = (&'o mut dyn TraceOut, &'o mut dyn TraceOut);
+
+/// Reads a snapshot: its trace rows go to `out` (and the allocations derived from them to
+/// `lifetimes`, crate::derive) as batches of at most `limits` while the pickle
 /// is decoded, the rows of the other tables are returned. The trace is streamed ([`traces`]);
 /// when the file's structure defeats that (the segments after the trace, a shared or misplaced
 /// trace list, `forward_frames`, a hostile file) it is decoded again the plain way, its rows
@@ -112,11 +121,15 @@ fn read_rows(
     data: Data,
     snapshot: &str,
     limits: Limits,
-    out: &mut dyn TraceOut,
+    (out, lifetimes): Outs,
 ) -> Result<Rows> {
     let file_bytes = size_of(path, data)?;
+    if is_json(path, data)? {
+        return read_json(path, data, snapshot, limits, (out, lifetimes), file_bytes);
+    }
     {
-        let sink = TraceSink::new(snapshot, false, limits, Box::new(|b| out.batch(b)));
+        let mut sink = TraceSink::new(snapshot, false, limits, Box::new(|b| out.batch(b)));
+        sink.derive.lifetimes_to(Box::new(|b| lifetimes.batch(b)));
         let mut builder = Builder::new(path, file_bytes, sink);
         let mut stream = TraceStream::new(&mut builder);
         let decoded = decode(path, data, Some(&mut stream))?;
@@ -131,16 +144,68 @@ fn read_rows(
         if let Some(failed) = builder.traces.failed.take() {
             return Err(failed);
         }
+        if let Some(failed) = builder.traces.derive.failed.take() {
+            return Err(failed);
+        }
         if walked.is_ok() {
             return Ok(builder.into_rows());
         }
     }
     out.reset()?;
+    lifetimes.reset()?;
     let decoded = decode(path, data, None)?.map_err(|e| input_error(path, e))?;
-    let sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
+    let mut sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
+    sink.derive.lifetimes_to(Box::new(|b| lifetimes.batch(b)));
     let mut builder = Builder::new(path, file_bytes, sink);
     let walked = tables::walk(&decoded, file_bytes, &mut builder, None);
     if let Some(failed) = builder.traces.failed.take() {
+        return Err(failed);
+    }
+    if let Some(failed) = builder.traces.derive.failed.take() {
+        return Err(failed);
+    }
+    walked?;
+    Ok(builder.into_rows())
+}
+
+/// Whether the snapshot is JSON rather than a pickle (by its first bytes).
+fn is_json(path: &Path, data: Data) -> Result<bool> {
+    Ok(match data {
+        Data::Bytes(bytes) => from_json::opens_json(&bytes[..bytes.len().min(64)]),
+        Data::File(file) => {
+            let head =
+                memq_core::format::read_head(file, 64).map_err(|e| MemqError::io(path, e))?;
+            from_json::opens_json(&head)
+        }
+    })
+}
+
+/// A JSON snapshot: parsed into a tree, walked with the trace rows held (as the plain
+/// decoder's fallback does for a pickle).
+fn read_json(
+    path: &Path,
+    data: Data,
+    snapshot: &str,
+    limits: Limits,
+    (out, lifetimes): Outs,
+    file_bytes: usize,
+) -> Result<Rows> {
+    let decoded = match data {
+        Data::Bytes(bytes) => from_json::decode(path, bytes)?,
+        Data::File(file) => {
+            let opened = std::fs::File::open(file).map_err(|e| MemqError::io(path, e))?;
+            from_json::decode(path, opened)?
+        }
+    };
+    let mut sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
+    sink.derive.lifetimes_to(Box::new(|b| lifetimes.batch(b)));
+    let mut builder = Builder::new(path, file_bytes, sink);
+    builder.json_input = true;
+    let walked = tables::walk(&decoded, file_bytes, &mut builder, None);
+    if let Some(failed) = builder.traces.failed.take() {
+        return Err(failed);
+    }
+    if let Some(failed) = builder.traces.derive.failed.take() {
         return Err(failed);
     }
     walked?;
@@ -198,7 +263,8 @@ impl Sink {
     fn create(file: &Path, table: &TableDef, threads: usize) -> Result<Sink> {
         let props = table_properties(table);
         let schema = table.schema();
-        Ok(if table.name == schema::TRACES && threads > 1 {
+        let big = table.name == schema::TRACES || table.name == derive::LIFETIMES;
+        Ok(if big && threads > 1 {
             Sink::Parallel(ParallelSink::create_with(file, schema, props, threads)?)
         } else {
             Sink::Plain(ParquetSink::create_with(file, schema, props)?)
@@ -224,6 +290,7 @@ impl Sink {
 /// every core) while the pickle is decoded; the file is created with the first batch.
 struct TraceWriter<'o> {
     out: &'o DatasetBuilder,
+    table: TableDef,
     index: usize,
     threads: usize,
     running: Option<Running>,
@@ -237,8 +304,14 @@ struct Running {
 
 impl<'o> TraceWriter<'o> {
     fn new(out: &'o DatasetBuilder, index: usize) -> Self {
+        Self::of(out, index, schema::traces())
+    }
+
+    /// The same for another table whose rows stream (snap_lifetimes).
+    fn of(out: &'o DatasetBuilder, index: usize, table: TableDef) -> Self {
         TraceWriter {
             out,
+            table,
             index,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             running: None,
@@ -260,7 +333,7 @@ impl<'o> TraceWriter<'o> {
         };
         let file = running.file.clone();
         let rows = Self::stop(running)?;
-        self.out.record(schema::TRACES, &file, rows);
+        self.out.record(self.table.name, &file, rows);
         Ok(rows)
     }
 }
@@ -268,8 +341,8 @@ impl<'o> TraceWriter<'o> {
 impl TraceOut for TraceWriter<'_> {
     fn batch(&mut self, batch: RecordBatch) -> Result<()> {
         if self.running.is_none() {
-            let file = self.out.table_file(schema::TRACES, self.index)?;
-            let mut sink = Sink::create(&file, &schema::traces(), self.threads)?;
+            let file = self.out.table_file(self.table.name, self.index)?;
+            let mut sink = Sink::create(&file, &self.table, self.threads)?;
             // Two batches in flight: one being encoded, one waiting, one being filled.
             let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(1);
             let thread = std::thread::spawn(move || {
@@ -316,12 +389,17 @@ impl Drop for TraceWriter<'_> {
 fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
     let path = &source.path;
     let mut traces = TraceWriter::new(out, source.index);
-    let rows = read_rows(path, Data::File(path), &source.name, LIMITS, &mut traces)?;
+    let mut lifetimes = TraceWriter::of(out, source.index, derive::lifetimes());
+    let outs: Outs = (&mut traces, &mut lifetimes);
+    let rows = read_rows(path, Data::File(path), &source.name, LIMITS, outs)?;
     let mut written = traces.finish()?;
+    // The derived tables' rows are not the source's: they are not counted in its rows.
+    lifetimes.finish()?;
     for table in schema::tables() {
-        if table.name == schema::TRACES {
+        if table.name == schema::TRACES || table.name == derive::LIFETIMES {
             continue;
         }
+        let derived = table.name == derive::LEVELS || table.name == derive::OOM_ALLOCS;
         let mut sink: Option<(Sink, PathBuf)> = None;
         batches::table_batches(
             &source.name,
@@ -342,7 +420,9 @@ fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
         if let Some((sink, file)) = sink {
             let rows = sink.close()?;
             out.record(table.name, &file, rows);
-            written += rows;
+            if !derived {
+                written += rows;
+            }
         }
     }
     Ok(written)
@@ -352,10 +432,13 @@ fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
 pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snapshot",
     "snap_allocations",
+    "snap_annotations",
     "snap_block_states",
     "snap_compare",
     "snap_expansions",
     "snap_fragmentation",
+    "snap_host_memory",
+    "snap_host_timeline",
     "snap_long_lived",
     "snap_oom",
     "snap_overview",
@@ -368,6 +451,8 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snap_stacks",
     "snap_stage_memory",
     "snap_timeline",
+    "snap_timeline_points",
+    "snap_timeline_tiles",
     "snap_top_blocks",
     "state_at",
 );
@@ -385,10 +470,12 @@ impl Format for Snapshot {
     }
 
     /// A .pickle/.pkl/.pk extension; a file named directly also by a first byte 0x80 (the
-    /// PROTO opcode every protocol 2+ pickle starts with).
+    /// PROTO opcode every protocol 2+ pickle starts with), or as a JSON snapshot (an object
+    /// with a `segments` or `device_traces` key: see [`from_json::is_snapshot`]).
     fn detect(&self, file: &Candidate) -> Option<SourceKind> {
         let by_extension = file.has_ext(&["pickle", "pkl", "pk"]);
-        let by_content = !file.in_folder && file.head.first() == Some(&0x80);
+        let by_content = !file.in_folder
+            && (file.head.first() == Some(&0x80) || from_json::is_snapshot(file.path, file.head));
         (by_extension || by_content).then_some(SourceKind::Snapshot)
     }
 
@@ -871,6 +958,77 @@ mod tests {
         );
     }
 
+    /// Pinned host memory: a flat host_traces list is the host's (device -1), a list of lists
+    /// is read per position; host rows never reach the device tables; host_segments of the
+    /// wrong type is a warning, not a refusal.
+    #[test]
+    fn host_traces_flat_or_per_device() {
+        use datafusion::arrow::array::{Array, AsArray};
+        use datafusion::arrow::datatypes::Int64Type;
+        use Py::*;
+        let entry = || {
+            Dict(vec![
+                ("action", Str("alloc")),
+                ("addr", Int(4096)),
+                ("size", Int(100)),
+                ("user_metadata", Str("pin")),
+            ])
+        };
+        let host_segment = || {
+            let block = Dict(vec![
+                ("address", Int(4096)),
+                ("size", Int(512)),
+                ("requested_size", Int(100)),
+                ("state", Str("active_allocated")),
+            ]);
+            Dict(vec![
+                ("device", Int(-1)),
+                ("address", Int(4096)),
+                ("total_size", Int(512)),
+                ("blocks", List(vec![block])),
+            ])
+        };
+        for (traces, device) in [
+            (List(vec![entry()]), -1),
+            (List(vec![List(vec![]), List(vec![entry()])]), 1),
+        ] {
+            let snapshot = Dict(vec![
+                ("segments", List(vec![])),
+                ("device_traces", List(vec![List(vec![entry()])])),
+                ("host_segments", List(vec![host_segment()])),
+                ("host_traces", traces),
+            ]);
+            let tables = read_bytes(Path::new("h.pickle"), &snapshot.pickle(), "h").unwrap();
+            let rows = |t: &str| column(&tables, t, "snapshot").len();
+            assert_eq!(rows("snap_traces"), 1);
+            assert_eq!(rows("snap_host_traces"), 1);
+            assert_eq!(
+                (rows("snap_host_segments"), rows("snap_host_blocks")),
+                (1, 1)
+            );
+            assert_eq!(rows("snap_segments") + rows("snap_blocks"), 0);
+            let d = column(&tables, "snap_host_traces", "device").as_primitive::<Int64Type>();
+            assert_eq!(d.value(0), device);
+            // The flat trace's alloc made the live host block: its label and seq.
+            let label = column(&tables, "snap_host_blocks", "user_metadata").as_string::<i32>();
+            let seq = column(&tables, "snap_host_blocks", "alloc_seq").as_primitive::<Int64Type>();
+            if device == -1 {
+                assert_eq!((label.value(0), seq.value(0)), ("pin", 0));
+            }
+        }
+        let odd = Dict(vec![
+            ("segments", List(vec![])),
+            ("device_traces", List(vec![])),
+            ("host_segments", Str("x")),
+        ]);
+        let tables = read_bytes(Path::new("o.pickle"), &odd.pickle(), "o").unwrap();
+        let keys = column(&tables, "snap_info", "key").as_string::<i32>();
+        let values = column(&tables, "snap_info", "value").as_string::<i32>();
+        let warned = (0..keys.len())
+            .any(|i| keys.value(i) == "host_segments" && values.value(i).contains("not a list"));
+        assert!(warned);
+    }
+
     /// Pickles that are not snapshots are refused, naming why.
     #[test]
     fn non_snapshots_are_refused() {
@@ -914,8 +1072,10 @@ mod tests {
         let path = Path::new("plain.pickle");
         let decoded = memq_pickle::decode(data)
             .map_err(|e| MemqError::input(path, Location::ByteOffset(e.offset), e.reason))?;
-        let mut trace_batches = Vec::new();
-        let sink = TraceSink::new("s", true, LIMITS, Box::new(|b| trace_batches.batch(b)));
+        let (mut trace_batches, mut lifetime_batches) = (Vec::new(), Vec::new());
+        let mut sink = TraceSink::new("s", true, LIMITS, Box::new(|b| trace_batches.batch(b)));
+        sink.derive
+            .lifetimes_to(Box::new(|b| lifetime_batches.batch(b)));
         let mut builder = Builder::new(path, data.len(), sink);
         tables::walk(&decoded, data.len(), &mut builder, None)?;
         let rows = builder.into_rows();
@@ -925,6 +1085,8 @@ mod tests {
                 let mut parts = Vec::new();
                 if table.name == schema::TRACES {
                     parts = std::mem::take(&mut trace_batches);
+                } else if table.name == derive::LIFETIMES {
+                    parts = std::mem::take(&mut lifetime_batches);
                 } else {
                     batches::table_batches("s", &rows, &table, usize::MAX, |b| {
                         parts.push(b);
@@ -961,6 +1123,7 @@ mod tests {
         let mut files = Vec::new();
         for dir in [
             root.join("fixtures/snapshots"),
+            root.join("fixtures/snapshots-newest"),
             root.join("fixtures/real/snapshots/real"),
         ] {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
@@ -1036,6 +1199,20 @@ mod tests {
                 "{file}: {} objects, {plain} plain",
                 stats.objects
             );
+        }
+    }
+
+    /// Pickles without a PROTO header (protocols 0 and 1, built without MARKs in protocol 0)
+    /// are streamed like protocol 4: every device trace entry becomes a row while decoding,
+    /// and the host trace is read after.
+    #[test]
+    fn header_less_protocols_are_streamed() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/snapshots-newest");
+        for file in ["newest_p0.pickle", "newest_p1.pickle", "newest_p4.pickle"] {
+            let data = std::fs::read(dir.join(file)).expect(file);
+            let (stats, _, _, streamed) = stream(&data, batches::BATCH_ROWS);
+            assert_eq!(streamed, 14, "{file}");
+            assert!(stats.released >= 14, "{file}: {stats:?}");
         }
     }
 
@@ -1211,7 +1388,8 @@ mod tests {
         let data = crate::testdata::frames_sharing_one_name(2100, 1 << 20);
         let path = Path::new("long.pickle");
         let limit = batches::BATCH_TEXT_BYTES;
-        let rows = read_rows(path, Data::Bytes(&data), "s", LIMITS, &mut Vec::new()).unwrap();
+        let outs: Outs = (&mut Vec::new(), &mut Vec::new());
+        let rows = read_rows(path, Data::Bytes(&data), "s", LIMITS, outs).unwrap();
         let mut counts = Vec::new();
         let table = schema::frames();
         batches::table_batches("s", &rows, &table, limit, |b| {

@@ -11,10 +11,58 @@ pub const BLOCKS: &str = "snap_blocks";
 pub const TRACES: &str = "snap_traces";
 pub const FRAMES: &str = "snap_frames";
 pub const INFO: &str = "snap_info";
+pub const HOST_SEGMENTS: &str = "snap_host_segments";
+pub const HOST_BLOCKS: &str = "snap_host_blocks";
+pub const HOST_TRACES: &str = "snap_host_traces";
 
 /// Every snapshot table, in the order `read_snapshot` returns them.
 pub fn tables() -> Vec<TableDef> {
-    vec![segments(), blocks(), traces(), frames(), info()]
+    vec![
+        segments(),
+        blocks(),
+        traces(),
+        frames(),
+        info(),
+        host_segments(),
+        host_blocks(),
+        host_traces(),
+        crate::derive::lifetimes(),
+        crate::derive::levels(),
+        crate::derive::oom_allocs(),
+    ]
+}
+
+// Pinned host memory (`record_pinned_host_memory=True`): the snapshot's `host_segments` and
+// `host_traces` have the layout of `segments` and `device_traces` (PyTorch's host caching
+// allocator records them with the device allocator's machinery), so they get tables of the
+// same columns, apart from the device tables so that every device analysis stays as it was.
+
+/// snap_host_segments: the columns of snap_segments.
+pub fn host_segments() -> TableDef {
+    TableDef {
+        name: HOST_SEGMENTS,
+        doc: "Pinned host memory (record_pinned_host_memory=True): one row per segment of the snapshot's host_segments, with the columns of snap_segments (segment_id numbers host segments from 1).",
+        ..segments()
+    }
+}
+
+/// snap_host_blocks: the columns of snap_blocks; `segment_id` is a host segment's.
+pub fn host_blocks() -> TableDef {
+    TableDef {
+        name: HOST_BLOCKS,
+        doc: "Pinned host memory: one row per block of the host segments, with the columns of snap_blocks (segment_id refers to snap_host_segments; alloc_seq and user_metadata come from snap_host_traces).",
+        ..blocks()
+    }
+}
+
+/// snap_host_traces: the columns of snap_traces; `device` is -1 (the host) for the flat list
+/// the host allocator records.
+pub fn host_traces() -> TableDef {
+    TableDef {
+        name: HOST_TRACES,
+        doc: "Pinned host memory: one row per event of the snapshot's host_traces, with the columns of snap_traces; device is -1 (the host) when host_traces is one flat list, the list's position when it is a list per device.",
+        ..traces()
+    }
 }
 
 const SNAPSHOT_DOC: &str = "the snapshot the row comes from (its source name)";
@@ -92,7 +140,10 @@ pub fn traces() -> TableDef {
             col("stack_id", Int64, "stack of the event (snap_frames.stack_id): the allocation site for alloc, the free site for free_*; NULL when none was recorded"),
             col("forward_stack_id", Int64, "forward-pass traceback of a backward-pass allocation (forward_frames, one text frame per line); NULL when absent"),
             col("extra_json", Utf8, EXTRA_DOC),
-        ],
+        ]
+        .into_iter()
+        .chain(crate::derive::trace_columns())
+        .collect(),
     }
 }
 

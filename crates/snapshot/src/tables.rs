@@ -79,6 +79,13 @@ pub struct Rows {
     pub blocks: Vec<BlockRow>,
     pub stacks: Stacks,
     pub info: Vec<InfoRow>,
+    /// Pinned host memory: `host_segments` (with their blocks) and `host_traces`, the latter
+    /// as the batches of snap_host_traces.
+    pub host_segments: Vec<SegmentRow>,
+    pub host_blocks: Vec<BlockRow>,
+    pub host_traces: Vec<datafusion::arrow::record_batch::RecordBatch>,
+    /// The small tables derived from the trace (crate::derive).
+    pub derived: crate::derive::Finished,
 }
 
 /// Everything read from one snapshot so far, while decoding and after.
@@ -101,6 +108,8 @@ pub struct Builder<'e> {
     pub traces_started: bool,
     /// Rows with `forward_frames` (held rows only): (row, place, value).
     forward: Vec<(usize, String, Value)>,
+    /// The snapshot was read from JSON (snap_info says so instead of naming a protocol).
+    pub json_input: bool,
 }
 
 impl<'e> Builder<'e> {
@@ -119,6 +128,7 @@ impl<'e> Builder<'e> {
             early_segments: None,
             traces_started: false,
             forward: Vec::new(),
+            json_input: false,
         }
     }
 
@@ -234,13 +244,18 @@ pub fn walk(
         .map(|w| ("pickle".to_string(), w.clone()))
         .collect();
     walker.to_head = true;
-    walker.meta("protocol", decoded.protocol.to_string(), "int");
+    if walker.b.json_input {
+        walker.meta("format", "json".to_string(), "str");
+    } else {
+        walker.meta("protocol", decoded.protocol.to_string(), "int");
+    }
     walker.meta("file_bytes", file_bytes.to_string(), "int");
     walker.root(decoded.root, taken)?;
     let head = std::mem::take(&mut walker.head);
     b.traces.finish()?;
     let facts = std::mem::take(&mut b.traces.facts);
     facts.finish(&mut b.rows.blocks, &mut b.rows.info);
+    b.rows.derived = b.traces.derive.finish(&b.rows.segments, &b.rows.blocks)?;
     finish_warnings(b, head);
     Ok(())
 }
@@ -300,6 +315,11 @@ pub struct Walker<'w, 'd, 'e> {
     /// Warnings go to `head` (the top level's, shown first) instead of the builder's.
     to_head: bool,
     head: Vec<(String, String)>,
+    /// The key of the segments being read (`segments` or `host_segments`), for places.
+    segments_key: &'static str,
+    /// The entries being read are the host's: `Some(true)` its flat trace list, `Some(false)`
+    /// its lists per device (for places).
+    host_trace: Option<bool>,
 }
 
 impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
@@ -309,6 +329,8 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
             b,
             to_head: false,
             head: Vec::new(),
+            segments_key: "segments",
+            host_trace: None,
         }
     }
 
@@ -363,8 +385,11 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
             ));
         }
         let (mut segments, mut traces) = (None, None);
+        let (mut host_segments, mut host_traces) = (None, None);
         for &(key, value) in items {
             match self.arena.str(key) {
+                Some("host_segments") => host_segments = Some(value),
+                Some("host_traces") => host_traces = Some(value),
                 Some("segments") => {
                     self.require_list("segments", value)?;
                     if let Some(list) = self.arena.sequence(value) {
@@ -402,6 +427,107 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
                 }
                 self.warn("snapshot", "has no device_traces key")
             }
+        }
+        // The host's after the device's: device stack ids stay those of a snapshot without.
+        self.host(host_segments, host_traces)
+    }
+
+    // Pinned host memory.
+
+    /// `host_segments` into the host segment and block rows, `host_traces` into the host
+    /// trace's batches (held: a host trace is short), each live host block given the alloc
+    /// entry that made it, as device blocks are.
+    fn host(&mut self, segments: Option<Value>, traces: Option<Value>) -> Result<()> {
+        if segments.is_none() && traces.is_none() {
+            return Ok(());
+        }
+        let rows = &mut self.b.rows;
+        std::mem::swap(&mut rows.segments, &mut rows.host_segments);
+        std::mem::swap(&mut rows.blocks, &mut rows.host_blocks);
+        self.segments_key = "host_segments";
+        let read = self.host_rows(segments, traces);
+        self.segments_key = "segments";
+        self.host_trace = None;
+        let rows = &mut self.b.rows;
+        std::mem::swap(&mut rows.segments, &mut rows.host_segments);
+        std::mem::swap(&mut rows.blocks, &mut rows.host_blocks);
+        read
+    }
+
+    /// [`Self::host`] with the host rows in the place of the device rows.
+    fn host_rows(&mut self, segments: Option<Value>, traces: Option<Value>) -> Result<()> {
+        if let Some(segments) = segments.filter(|&v| v != Value::None) {
+            if self.arena.sequence(segments).is_some() {
+                self.segments(segments)?;
+            } else {
+                let found = self.arena.type_name(segments);
+                self.warn(
+                    "host_segments",
+                    &format!("is {}, not a list; skipped", a(found)),
+                );
+            }
+        }
+        let Some(traces) = traces.filter(|&v| v != Value::None) else {
+            return Ok(());
+        };
+        let Some(items) = self.row_list(traces, &|| "host_traces".to_string())? else {
+            return Ok(());
+        };
+        // One flat list of entries (the host allocator's), or a list per device.
+        let flat = !items
+            .iter()
+            .any(|&item| self.arena.sequence(item).is_some());
+        let batches = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let out = batches.clone();
+        let mut sink = self.b.traces.sibling(
+            crate::schema::host_traces(),
+            Box::new(move |batch| {
+                out.borrow_mut().push(batch);
+                Ok(())
+            }),
+        );
+        sink.columns.host = flat;
+        sink.facts.section = "host_trace";
+        sink.facts.only_device = flat.then_some(0);
+        sink.facts.watch(&self.b.rows.blocks);
+        let device_sink = std::mem::replace(&mut self.b.traces, sink);
+        let device_forward = std::mem::take(&mut self.b.forward);
+        self.host_trace = Some(flat);
+        let read = self.host_entries(items, flat);
+        let mut sink = std::mem::replace(&mut self.b.traces, device_sink);
+        self.b.forward = device_forward;
+        read?;
+        sink.finish()?;
+        if let Some(failed) = sink.failed.take() {
+            return Err(failed);
+        }
+        let facts = std::mem::take(&mut sink.facts);
+        facts.finish(&mut self.b.rows.blocks, &mut self.b.rows.info);
+        drop(sink);
+        self.b.rows.host_traces = batches.take();
+        Ok(())
+    }
+
+    fn host_entries(&mut self, items: &'w [Value], flat: bool) -> Result<()> {
+        if flat {
+            for (seq, &event) in items.iter().enumerate() {
+                self.trace_entry(0, seq, event)?;
+            }
+        } else {
+            for (device, &events) in items.iter().enumerate() {
+                let place = || format!("host_traces[{device}]");
+                let Some(events) = self.row_list(events, &place)? else {
+                    continue;
+                };
+                for (seq, &event) in events.iter().enumerate() {
+                    self.trace_entry(device, seq, event)?;
+                }
+            }
+        }
+        for (row, place, frames) in std::mem::take(&mut self.b.forward) {
+            let stack = self.stack(frames)?;
+            self.b.traces.columns.set_forward_stack(row, stack);
+            self.flush(&|| place.clone());
         }
         Ok(())
     }
@@ -485,7 +611,8 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
 
     fn segment_list(&mut self, items: &'w [Value]) -> Result<()> {
         for (index, &item) in items.iter().enumerate() {
-            let place = || format!("segments[{index}]");
+            let key = self.segments_key;
+            let place = || format!("{key}[{index}]");
             let Some(fields) = self.row_dict(item, &place)? else {
                 continue;
             };
@@ -537,13 +664,14 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
         value: Value,
         (segment_index, segment_id, device, base): (usize, i64, Option<i64>, Option<u64>),
     ) -> Result<()> {
-        let list_place = || format!("segments[{segment_index}].blocks");
+        let key = self.segments_key;
+        let list_place = || format!("{key}[{segment_index}].blocks");
         let Some(items) = self.row_list(value, &list_place)? else {
             return Ok(());
         };
         let mut offset = Some(0i64);
         for (index, &item) in items.iter().enumerate() {
-            let place = || format!("segments[{segment_index}].blocks[{index}]");
+            let place = || format!("{key}[{segment_index}].blocks[{index}]");
             let Some(fields) = self.row_dict(item, &place)? else {
                 offset = None;
                 continue;
@@ -662,7 +790,12 @@ impl<'w, 'd, 'e> Walker<'w, 'd, 'e> {
     /// One entry of a device's trace: a row or a warning; returns whether it made a row.
     /// `forward_frames` need the rows held (their stacks are numbered after the whole trace).
     pub fn trace_entry(&mut self, device: usize, seq: usize, event: Value) -> Result<bool> {
-        let place = || format!("device_traces[{device}][{seq}]");
+        let host_trace = self.host_trace;
+        let place = || match host_trace {
+            Some(true) => format!("host_traces[{seq}]"),
+            Some(false) => format!("host_traces[{device}][{seq}]"),
+            None => format!("device_traces[{device}][{seq}]"),
+        };
         let Some(fields) = self.row_dict(event, &place)? else {
             return Ok(false);
         };

@@ -171,6 +171,10 @@ pub struct TraceColumns {
     /// Stack ids; 0 for none.
     pub stack_id: Vec<u32>,
     pub rare: BTreeMap<u32, Rare>,
+    /// Rows of the host's flat trace list: their device is the host's.
+    pub host: bool,
+    /// The columns derived from the trace (crate::derive).
+    pub levels: crate::derive::Levels,
 }
 
 impl TraceColumns {
@@ -188,6 +192,8 @@ impl TraceColumns {
             time_us: OptCol::new(),
             stack_id: Vec::new(),
             rare: BTreeMap::new(),
+            host: false,
+            levels: Default::default(),
         }
     }
 
@@ -274,6 +280,7 @@ impl TraceColumns {
         self.time_us.clear();
         self.stack_id.clear();
         self.rare.clear();
+        self.levels.rows.clear();
     }
 }
 
@@ -288,6 +295,11 @@ pub struct Facts {
     /// By device: its entries, the addresses it allocated so far, and those it freed without
     /// an earlier alloc.
     devices: Vec<Device>,
+    /// The snap_info section of the wrap signs ("trace" when empty).
+    pub section: &'static str,
+    /// Every block and row counts as this device (the host's flat trace: its rows are read as
+    /// device 0, whatever device key its blocks have).
+    pub only_device: Option<i64>,
 }
 
 /// An alloc entry: its seq and user metadata.
@@ -308,7 +320,8 @@ impl Facts {
                 block.state.as_deref(),
                 Some("active_allocated" | "active_pending_free")
             );
-            if let (true, Some(key)) = (live, block.device.zip(block.address)) {
+            let device = self.only_device.or(block.device);
+            if let (true, Some(key)) = (live, device.zip(block.address)) {
                 self.live.insert(key, None);
             }
         }
@@ -354,8 +367,9 @@ impl Facts {
                 block.state.as_deref(),
                 Some("active_allocated" | "active_pending_free")
             );
-            let made_by = block
-                .device
+            let made_by = self
+                .only_device
+                .or(block.device)
                 .zip(block.address)
                 .filter(|_| live)
                 .and_then(|key| self.live.get(&key))
@@ -365,6 +379,11 @@ impl Facts {
                 block.user_metadata = metadata.as_deref().map(str::to_string);
             }
         }
+        let section = if self.section.is_empty() {
+            "trace"
+        } else {
+            self.section
+        };
         for (device, d) in self.devices.into_iter().enumerate() {
             let (device, entries, orphans) = (device as i64, d.entries, d.orphans);
             if orphans.is_empty() && entries != 1 {
@@ -372,7 +391,7 @@ impl Facts {
             }
             let mut fact = |key: &str, value: String, value_type| {
                 info.push(InfoRow {
-                    section: "trace",
+                    section,
                     item: Some(device),
                     key: key.to_string(),
                     value: Some(value),
@@ -406,6 +425,8 @@ pub struct TraceSink<'e> {
     /// The error `emit` returned: the rows cannot be written, reading stops.
     pub failed: Option<MemqError>,
     pub facts: Facts,
+    /// What the analyses need from the trace, derived as the rows go by.
+    pub derive: crate::derive::Derive<'e>,
     /// Rows seen, and most rows held at once.
     pub rows: u64,
     pub peak_rows: usize,
@@ -429,9 +450,27 @@ impl<'e> TraceSink<'e> {
             emit,
             failed: None,
             facts: Facts::default(),
+            derive: crate::derive::Derive::new(snapshot),
             rows: 0,
             peak_rows: 0,
         }
+    }
+
+    /// A sink for another trace of the same snapshot (the host's), into `table`, holding its
+    /// rows, with the same batch limits.
+    pub fn sibling(
+        &self,
+        table: TableDef,
+        emit: Box<dyn FnMut(RecordBatch) -> Result<()> + 'e>,
+    ) -> TraceSink<'e> {
+        let mut sink = TraceSink::new(
+            &self.snapshot,
+            true,
+            (self.rows_limit, self.text_limit),
+            emit,
+        );
+        sink.table = table;
+        sink
     }
 
     /// Whether rows are held until the end (else they leave as batches fill).
@@ -443,6 +482,7 @@ impl<'e> TraceSink<'e> {
     /// `columns`.
     pub fn push(&mut self, row: TraceRow) -> Result<usize> {
         self.facts.see(&row);
+        let levels = self.derive.see(&row)?;
         if !self.hold {
             let len = |t: &Option<Cow<str>>| t.as_deref().map_or(0, str::len);
             let bytes = self.snapshot.len()
@@ -459,6 +499,7 @@ impl<'e> TraceSink<'e> {
             self.text = self.text.saturating_add(bytes);
         }
         let index = self.columns.push(row);
+        self.columns.levels.rows.push(levels);
         self.rows += 1;
         self.peak_rows = self.peak_rows.max(self.columns.len());
         Ok(index)

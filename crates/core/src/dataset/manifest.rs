@@ -15,8 +15,10 @@ pub const MANIFEST: &str = "manifest.json";
 /// 6: table `expansions` (read by `pool_expansions`); 7: the tables folded at ingest beside
 /// `curve` (`curve_tiles`, `usage_tiles`, `curve_peaks`, `step_usage`, `pool_frag`,
 /// `owner_live_peaks`) and `hal_mallocs`; 8: tables `owner_totals` (read by `owner_peaks`) and
-/// `step_levels` (read by `step_peaks`).
-pub const SCHEMA_VERSION: u32 = 8;
+/// `step_levels` (read by `step_peaks`); 9: the snapshot trace's levels computed at ingest
+/// (`snap_traces.active_delta` … `segment_growth_bytes`, tables `snap_trace_levels`,
+/// `snap_lifetimes`, `snap_oom_allocs`: crates/snapshot/src/derive.rs).
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The column every table but `sources` has: the rank of the job its source belongs to
 /// (docs/scale-out.md). It is not stored in the files: each table's files are laid out by it,
