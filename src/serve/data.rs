@@ -4,9 +4,12 @@
 //!
 //! Positions on a timeline are relative to the series' start (`x_rel`: ns for time series,
 //! trace entries for snapshots): ns since the epoch do not fit a JavaScript number exactly.
-//! Curves come from the stored tables: an msMemScope series from `curve_tiles` (20 160 tiles per
-//! series, each with its min, max and last) when the window holds many rows, else from the
-//! `curve` rows of the window; snapshots and traces from their timeline, read once at start.
+//! Curves come from the stored tables: an msMemScope series from its `curve_tiles` (20 160 tiles
+//! per series, each with its min, max and last; read once, when the series is first drawn, and
+//! kept) when the window holds many rows, else from the `curve` rows of the window; a snapshot
+//! from the stored views `snap_timeline_tiles` (tiles of 8 to 262 144 entries) and
+//! `snap_timeline_points` (one row per entry), the range of the window only, so no window of any
+//! trace reads more than 8 rows per pixel; a trace from its curve, read once at start.
 
 use std::sync::Arc;
 
@@ -29,11 +32,14 @@ pub enum Source {
         pool: String,
         /// Rows of the series in `curve` (the window decides tiles or rows by it).
         rows: i64,
+        /// The series' tiles, read from `curve_tiles` the first time a window needs them.
+        tiles: Arc<tokio::sync::OnceCell<Tiles>>,
     },
     Snapshot {
         snapshot: String,
         device: i64,
-        points: Arc<Points>,
+        /// Trace entries of the device (seq 0 .. entries - 1).
+        entries: i64,
     },
     Trace {
         source: String,
@@ -83,7 +89,8 @@ impl Series {
             "metrics": self.metrics,
             "points": match &self.source {
                 Source::Memscope { rows, .. } => *rows as usize,
-                Source::Snapshot { points, .. } | Source::Trace { points, .. } => points.xs.len(),
+                Source::Snapshot { entries, .. } => *entries as usize,
+                Source::Trace { points, .. } => points.xs.len(),
             },
             "peak": self.peak.as_ref().map(|(m, b, x)| json!({"metric": m, "bytes": b, "x_rel": x})),
         })
@@ -106,6 +113,18 @@ pub struct Points {
     pub values: Vec<Vec<Option<i64>>>,
 }
 
+/// The tiles of an msMemScope series in tile order: each tile's first and last possible time
+/// (absolute ns) and, per metric of the series, its (min, max, last).
+#[derive(Debug, Default)]
+pub struct Tiles {
+    starts: Vec<i64>,
+    ends: Vec<i64>,
+    values: Vec<Vec<Fold>>,
+}
+
+/// A metric's (min, max, last) over a tile or a point.
+type Fold = (Option<i64>, Option<i64>, Option<i64>);
+
 async fn rows(ds: &Dataset, sql: &str, params: &[(&str, ScalarValue)]) -> Result<Rows> {
     let bound: Params = params
         .iter()
@@ -113,6 +132,36 @@ async fn rows(ds: &Dataset, sql: &str, params: &[(&str, ScalarValue)]) -> Result
         .collect();
     let collected = ds.sql(sql, &bound).await?.collect().await?;
     Ok(to_rows(&collected.batches))
+}
+
+/// The columns of a query of integer columns, each as 64-bit integers: many rows are read
+/// straight from the Arrow arrays (not through [`Rows`], which names every cell).
+async fn int_columns(
+    ds: &Dataset,
+    sql: &str,
+    params: &[(&str, ScalarValue)],
+) -> Result<Vec<Vec<Option<i64>>>> {
+    use datafusion::arrow::array::{Array, Int64Array};
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::DataType;
+    let bound: Params = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let collected = ds.sql(sql, &bound).await?.collect().await?;
+    let width = collected.batches.first().map_or(0, |b| b.num_columns());
+    let mut out = vec![Vec::new(); width];
+    for batch in &collected.batches {
+        for (c, col) in batch.columns().iter().enumerate() {
+            let col = cast(col, &DataType::Int64)?;
+            let ints = col
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("cast to Int64");
+            out[c].extend(ints.iter());
+        }
+    }
+    Ok(out)
 }
 
 fn text(s: &str) -> ScalarValue {
@@ -195,6 +244,7 @@ pub async fn discover(ds: &Dataset) -> Result<(Vec<Series>, Vec<Value>)> {
                 device,
                 pool,
                 rows: r.i64("n").unwrap_or(0),
+                tiles: Default::default(),
             },
             start: t0,
             x_min_rel: 0.0,
@@ -203,34 +253,62 @@ pub async fn discover(ds: &Dataset) -> Result<(Vec<Series>, Vec<Value>)> {
             peak,
         });
     }
+    // a snapshot's curve from its coarsest tiles: a few rows per device whatever its length
     let snaps = rows(
         ds,
-        "SELECT snapshot, device, seq, active_bytes, reserved_bytes FROM snap_timeline \
-         ORDER BY snapshot, device, seq",
-        &[],
+        "SELECT snapshot, device, MIN(seq_min) AS s0, MAX(seq_max) AS s1, SUM(entries) AS n, \
+         MAX(active_max) AS peak, COUNT(active_max) AS actives, COUNT(reserved_max) AS reserves \
+         FROM snap_timeline_tiles WHERE width = $width GROUP BY snapshot, device \
+         ORDER BY snapshot, device",
+        &[("width", int(SNAP_TILE_WIDTHS[SNAP_TILE_WIDTHS.len() - 1]))],
     )
     .await
     .unwrap_or_default();
-    for ((snapshot, device), points) in split_curves(
-        &snaps,
-        "snapshot",
-        "seq",
-        ["active_bytes", "reserved_bytes"],
-    ) {
-        let Ok(device) = device.parse::<i64>() else {
+    for r in snaps.iter() {
+        let (snapshot, Some(device), Some(s0), Some(s1)) =
+            (r.s("snapshot"), r.i64("device"), r.i64("s0"), r.i64("s1"))
+        else {
             continue;
         };
-        series.push(in_memory(
-            format!("s{}", series.len()),
-            format!("{} device {device}", short(&snapshot)),
-            points,
-            ["active", "reserved"],
-            |points| Source::Snapshot {
-                snapshot: snapshot.clone(),
+        // the first entry reaching the peak: the row groups whose statistics cannot hold the
+        // peak are skipped
+        let peak = match r.i64("peak") {
+            Some(bytes) => rows(
+                ds,
+                "SELECT MIN(seq) AS seq FROM snap_timeline_points \
+                 WHERE snapshot = $snapshot AND device = $device AND active_bytes = $peak",
+                &[
+                    ("snapshot", text(&snapshot)),
+                    ("device", int(device)),
+                    ("peak", int(bytes)),
+                ],
+            )
+            .await
+            .unwrap_or_default()
+            .first()
+            .and_then(|p| p.i64("seq"))
+            .map(|seq| ("active".to_string(), bytes, (seq - s0) as f64)),
+            None => None,
+        };
+        let metrics = [("active", "actives"), ("reserved", "reserves")]
+            .iter()
+            .filter(|(_, n)| r.i64(n).unwrap_or(0) > 0)
+            .map(|(m, _)| m.to_string())
+            .collect();
+        series.push(Series {
+            id: format!("s{}", series.len()),
+            label: format!("{} device {device}", short(&snapshot)),
+            source: Source::Snapshot {
+                snapshot,
                 device,
-                points,
+                entries: r.i64("n").unwrap_or(0),
             },
-        ));
+            start: s0,
+            x_min_rel: 0.0,
+            x_max_rel: (s1 - s0) as f64,
+            metrics,
+            peak,
+        });
     }
     let traces = rows(
         ds,
@@ -347,9 +425,14 @@ async fn marks(ds: &Dataset, series: &[Series]) -> Vec<Value> {
     )
     .await
     .unwrap_or_default();
-    let snap_ooms = rows(ds, "SELECT snapshot, device, seq FROM snap_oom", &[])
-        .await
-        .unwrap_or_default();
+    // the OOM entries of the trace (what snap_oom lists, without judging each)
+    let snap_ooms = rows(
+        ds,
+        "SELECT snapshot, device, seq FROM snap_traces WHERE action = 'oom'",
+        &[],
+    )
+    .await
+    .unwrap_or_default();
     for s in series {
         match &s.source {
             Source::Memscope {
@@ -508,12 +591,17 @@ fn max_window_rows() -> f64 {
     })
 }
 
+/// Tile widths of `snap_timeline_tiles`, in trace entries (finest first), 8 apart: a window is
+/// drawn from the widest tiles that still give one per pixel, or from its entries when even
+/// the finest would not, so it reads at most 8 rows per pixel.
+const SNAP_TILE_WIDTHS: [i64; 6] = [8, 64, 512, 4096, 32_768, 262_144];
+
 /// The series' metrics over [x0, x1) (relative) in at most `px` buckets.
 pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> Result<Value> {
     let (a0, a1) = (s.start + x0.floor() as i64, s.start + x1.ceil() as i64);
     let mut f = Folder::new(a0, a1, px, s.metrics.len());
     match &s.source {
-        Source::Snapshot { points, .. } | Source::Trace { points, .. } => {
+        Source::Trace { points, .. } => {
             let metric_index: Vec<usize> = s
                 .metrics
                 .iter()
@@ -542,20 +630,19 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                 f.add(points.xs[i], points.xs[i], &vals);
             }
         }
+        Source::Snapshot {
+            snapshot, device, ..
+        } => snap_window(ds, s, snapshot, *device, (a0, a1), px, &mut f).await?,
         Source::Memscope {
             source,
             pid,
             device,
             pool,
             rows: n,
+            tiles,
         } => {
             let span = (s.x_max_rel - s.x_min_rel).max(1.0);
             let estimate = *n as f64 * (x1 - x0) / span;
-            let cols: Vec<String> = s
-                .metrics
-                .iter()
-                .map(|m| format!("{m}_min, {m}_max, {m}_last"))
-                .collect();
             let key = format!(
                 "source = $source AND {} AND device = $device AND pool = $pool",
                 pid_is(*pid, "")
@@ -568,78 +655,26 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                 ("t0", int(a0)),
                 ("t1", int(a1)),
             ];
-            // the series' tiles: t_min and t_max of curve_tiles are the series' span, which
-            // memscope's tiling cuts into TILES equal tiles; each tile's own bounds follow
-            let tiles = rows(
-                ds,
-                &format!(
-                    "SELECT tile, t_min, t_max, {} FROM curve_tiles WHERE {key} ORDER BY tile",
-                    cols.join(", ")
-                ),
-                &params,
-            )
-            .await?;
-            let bounds = |r: &crate::report::Row| -> Option<(i64, i64)> {
-                let (k, lo, hi) = (
-                    r.i64("tile")? as i128,
-                    r.i64("t_min")? as i128,
-                    r.i64("t_max")? as i128,
-                );
-                let span = (hi - lo).max(1);
-                let tiles = memq_memscope::tiles::TILES as i128;
-                // the times t with (t - lo) * TILES div span == k
-                let start = lo + (k * span + tiles - 1) / tiles;
-                // the last tile also holds t = hi (the tiling clamps it there)
-                let end = match k + 1 == tiles {
-                    true => hi,
-                    false => lo + ((k + 1) * span + tiles - 1) / tiles - 1,
-                };
-                Some((start as i64, end as i64))
-            };
+            let tiles = tiles
+                .get_or_try_init(|| load_tiles(ds, &s.metrics, &key, &params))
+                .await?;
+            // the first tile that reaches x0
+            let first = tiles.ends.partition_point(|te| *te < a0);
             if estimate > max_window_rows() {
-                for r in tiles.iter() {
-                    let Some((t, te)) = bounds(&r) else { continue };
+                tiles.before(first, &mut f);
+                for i in first..tiles.starts.len() {
+                    let (t, te) = (tiles.starts[i], tiles.ends[i]);
                     if t >= a1 {
                         break;
                     }
-                    let vals: Vec<_> = s
-                        .metrics
-                        .iter()
-                        .map(|m| {
-                            (
-                                r.i64(&format!("{m}_min")),
-                                r.i64(&format!("{m}_max")),
-                                r.i64(&format!("{m}_last")),
-                            )
-                        })
-                        .collect();
-                    if te < a0 {
-                        f.add(a0 - 1, te, &vals);
-                    } else {
-                        f.add(t.max(a0), te, &vals);
-                    }
+                    let vals: Vec<Fold> = tiles.values.iter().map(|v| v[i]).collect();
+                    f.add(t.max(a0), te, &vals);
                 }
             } else {
                 // the rows from the start of the tile that holds x0 (the value in force at x0
                 // is the last of them before it), the tiles before it for the value before
-                let from = tiles
-                    .iter()
-                    .filter_map(|r| bounds(&r))
-                    .find(|(_, te)| *te >= a0)
-                    .map_or(a0, |(t, _)| t.min(a0));
-                for r in tiles.iter() {
-                    match bounds(&r) {
-                        Some((_, te)) if te < from => {
-                            let vals: Vec<_> = s
-                                .metrics
-                                .iter()
-                                .map(|m| (None, None, r.i64(&format!("{m}_last"))))
-                                .collect();
-                            f.add(a0 - 1, a0 - 1, &vals);
-                        }
-                        _ => break,
-                    }
-                }
+                let from = tiles.starts.get(first).map_or(a0, |t| (*t).min(a0));
+                tiles.before(first, &mut f);
                 let exprs: Vec<String> = s
                     .metrics
                     .iter()
@@ -651,7 +686,7 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                     .collect();
                 let mut p = params.to_vec();
                 p.push(("from", int(from)));
-                let raw = rows(
+                let cols = int_columns(
                     ds,
                     &format!(
                         "SELECT ts, {} FROM curve WHERE {key} AND ts >= $from AND ts < $t1 ORDER BY ts, row_idx",
@@ -660,22 +695,167 @@ pub async fn timeline(ds: &Dataset, s: &Series, x0: f64, x1: f64, px: usize) -> 
                     &p,
                 )
                 .await?;
-                for r in raw.iter() {
-                    let Some(t) = r.i64("ts") else { continue };
-                    let vals: Vec<_> = s
-                        .metrics
-                        .iter()
-                        .map(|m| {
-                            let v = r.i64(m);
-                            (v, v, v)
-                        })
-                        .collect();
-                    f.add(t, t, &vals);
-                }
+                add_points(&mut f, &cols);
             }
         }
     }
     Ok(f.json(s, &s.metrics, x0, x1))
+}
+
+/// Points as [`int_columns`] gives them (x, then one column per metric) into `f`.
+fn add_points(f: &mut Folder, cols: &[Vec<Option<i64>>]) {
+    let Some(xs) = cols.first() else { return };
+    let mut vals: Vec<Fold> = vec![(None, None, None); cols.len() - 1];
+    for (i, x) in xs.iter().enumerate() {
+        let Some(x) = *x else { continue };
+        for (v, c) in vals.iter_mut().zip(&cols[1..]) {
+            *v = (c[i], c[i], c[i]);
+        }
+        f.add(x, x, &vals);
+    }
+}
+
+impl Tiles {
+    /// The value in force before tile `first`: each metric's last value in the tiles before it.
+    fn before(&self, first: usize, f: &mut Folder) {
+        for (m, v) in self.values.iter().enumerate() {
+            if let Some(last) = v[..first].iter().rev().find_map(|x| x.2) {
+                f.before[m] = Some(last);
+            }
+        }
+    }
+}
+
+/// The tiles of an msMemScope series (`key` and `params` name it), with the series' metrics.
+async fn load_tiles(
+    ds: &Dataset,
+    metrics: &[String],
+    key: &str,
+    params: &[(&str, ScalarValue)],
+) -> Result<Tiles> {
+    let cols: Vec<String> = metrics
+        .iter()
+        .map(|m| format!("{m}_min, {m}_max, {m}_last"))
+        .collect();
+    let c = int_columns(
+        ds,
+        &format!(
+            "SELECT tile, t_min, t_max, {} FROM curve_tiles WHERE {key} ORDER BY tile",
+            cols.join(", ")
+        ),
+        params,
+    )
+    .await?;
+    let mut tiles = Tiles {
+        values: vec![Vec::new(); metrics.len()],
+        ..Default::default()
+    };
+    let Some(ks) = c.first() else {
+        return Ok(tiles);
+    };
+    for (i, k) in ks.iter().enumerate() {
+        // t_min and t_max of curve_tiles are the series' span, which memscope's tiling cuts
+        // into TILES equal tiles; each tile's own bounds follow
+        let (Some(k), Some(lo), Some(hi)) = (*k, c[1][i], c[2][i]) else {
+            continue;
+        };
+        let (k, lo, hi) = (k as i128, lo as i128, hi as i128);
+        let span = (hi - lo).max(1);
+        let n = memq_memscope::tiles::TILES as i128;
+        // the times t with (t - lo) * TILES div span == k
+        let start = lo + (k * span + n - 1) / n;
+        // the last tile also holds t = hi (the tiling clamps it there)
+        let end = match k + 1 == n {
+            true => hi,
+            false => lo + ((k + 1) * span + n - 1) / n - 1,
+        };
+        tiles.starts.push(start as i64);
+        tiles.ends.push(end as i64);
+        for (m, v) in tiles.values.iter_mut().enumerate() {
+            v.push((c[3 + 3 * m][i], c[4 + 3 * m][i], c[5 + 3 * m][i]));
+        }
+    }
+    Ok(tiles)
+}
+
+/// A snapshot device's curve over entries [a0, a1) into `f`: from the tiles of the widest width
+/// giving one per pixel, else from the entries themselves.
+async fn snap_window(
+    ds: &Dataset,
+    s: &Series,
+    snapshot: &str,
+    device: i64,
+    (a0, a1): (i64, i64),
+    px: usize,
+    f: &mut Folder,
+) -> Result<()> {
+    let entries = (a1 - a0).max(1);
+    let width = SNAP_TILE_WIDTHS
+        .iter()
+        .rev()
+        .find(|w| entries / **w >= px.max(1) as i64)
+        .copied();
+    let mut params = vec![("snapshot", text(snapshot)), ("device", int(device))];
+    match width {
+        Some(w) => {
+            // the tile before the window gives the value in force at a0
+            params.push(("k0", int(a0.div_euclid(w) - 1)));
+            params.push(("k1", int((a1 - 1).div_euclid(w))));
+            params.push(("width", int(w)));
+            let folds: Vec<String> = s
+                .metrics
+                .iter()
+                .map(|m| format!("{m}_min, {m}_max, {m}_last"))
+                .collect();
+            let c = int_columns(
+                ds,
+                &format!(
+                    "SELECT seq_min, seq_max, {} FROM snap_timeline_tiles \
+                     WHERE snapshot = $snapshot AND device = $device AND width = $width \
+                       AND tile BETWEEN $k0 AND $k1 ORDER BY tile",
+                    folds.join(", ")
+                ),
+                &params,
+            )
+            .await?;
+            let Some(starts) = c.first() else {
+                return Ok(());
+            };
+            let mut vals: Vec<Fold> = vec![(None, None, None); s.metrics.len()];
+            for (i, t) in starts.iter().enumerate() {
+                let (Some(t), Some(te)) = (*t, c[1][i]) else {
+                    continue;
+                };
+                for (m, v) in vals.iter_mut().enumerate() {
+                    *v = (c[2 + 3 * m][i], c[3 + 3 * m][i], c[4 + 3 * m][i]);
+                }
+                if te < a0 {
+                    f.add(a0 - 1, te, &vals);
+                } else {
+                    f.add(t.max(a0), te, &vals);
+                }
+            }
+        }
+        None => {
+            // from the entry before the window: the value in force at a0
+            params.push(("from", int(a0 - 1)));
+            params.push(("t1", int(a1)));
+            let names: Vec<String> = s.metrics.iter().map(|m| format!("{m}_bytes")).collect();
+            let c = int_columns(
+                ds,
+                &format!(
+                    "SELECT seq, {} FROM snap_timeline_points \
+                     WHERE snapshot = $snapshot AND device = $device AND seq >= $from AND seq < $t1 \
+                     ORDER BY seq",
+                    names.join(", ")
+                ),
+                &params,
+            )
+            .await?;
+            add_points(f, &c);
+        }
+    }
+    Ok(())
 }
 
 fn grouped(rows: impl Iterator<Item = (String, i64)>, top: usize) -> Value {
@@ -814,7 +994,7 @@ pub async fn moment(ds: &Dataset, s: &Series, x: f64, marks: &[Value]) -> Result
             // requested bytes, as the active curve counts them (a block's size is rounded up)
             let requested =
                 |r: &crate::report::Row| r.i64("requested_size").or(r.i64("size")).unwrap_or(0);
-            out["total_bytes"] = json!(blocks.iter().map(|r| requested(r)).sum::<i64>());
+            out["total_bytes"] = json!(blocks.iter().map(&requested).sum::<i64>());
             out["by_owner"] = json!([]);
             let frame = |r: &crate::report::Row| {
                 r.str("user_frame").unwrap_or("(no user frame)").to_string()

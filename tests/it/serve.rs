@@ -102,10 +102,7 @@ fn request(
 
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
-    loop {
-        let Some((len, rest)) = s.split_once("\r\n") else {
-            break;
-        };
+    while let Some((len, rest)) = s.split_once("\r\n") {
         let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
         if n == 0 {
             break;
@@ -130,7 +127,7 @@ impl Server {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
     }
     fn sql(&self, sql: &str) -> (u16, Value) {
-        let body = json!({"sql": sql, "max_rows": 100}).to_string();
+        let body = json!({"sql": sql, "max_rows": 10000}).to_string();
         let (status, _, text) = request(
             self.port,
             "POST",
@@ -281,6 +278,59 @@ fn timeline_moment_and_block_agree_with_the_analyses() {
     }
 }
 
+/// One metric of a timeline answer: (min, max, last) per bucket.
+fn buckets(t: &Value, metric: &str) -> Vec<(Option<i64>, Option<i64>, Option<i64>)> {
+    let m = &t["buckets"]["metrics"][metric];
+    let col = |k: &str| -> Vec<Option<i64>> {
+        m[k].as_array()
+            .unwrap_or_else(|| panic!("{t}"))
+            .iter()
+            .map(Value::as_i64)
+            .collect()
+    };
+    let (lo, hi, last) = (col("min"), col("max"), col("last"));
+    (0..lo.len()).map(|i| (lo[i], hi[i], last[i])).collect()
+}
+
+#[test]
+fn a_window_from_the_tiles_has_the_buckets_of_curve_buckets() {
+    // every window drawn from the tiles (kept in memory once read): over the whole series at a
+    // width dividing the tile count, a bucket is exactly a run of whole tiles, which is how
+    // curve_buckets(n) folds them, so each bucket's min, max and last are its answer
+    let input = fixture_root().join("fixtures/memscope/g3_run");
+    let s = serve_with(&input, &[("MEMQ_SERVE_WINDOW_ROWS", "1")]);
+    let info = s.get("/api/info");
+    for x in info["series"].as_array().unwrap() {
+        let (Some(id), Some(label)) = (x["id"].as_str(), x["label"].as_str()) else {
+            continue;
+        };
+        let Some(pool) = label
+            .strip_prefix("device 0 ")
+            .and_then(|r| r.split(' ').next())
+        else {
+            continue;
+        };
+        for px in [288, 20] {
+            let t = s.get(&format!(
+                "/api/timeline?series={id}&x0=0&x1={}&px={px}",
+                x["x_max_rel"]
+            ));
+            let (_, v) = s.sql(&format!(
+                "SELECT min_bytes, max_bytes, last_bytes FROM curve_buckets({px}, '{pool}') \
+                 WHERE device = '0' AND metric = 'live' AND points > 0 ORDER BY bucket"
+            ));
+            let want: Vec<_> = v["values"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{v}"))
+                .iter()
+                .map(|r| (r[0].as_i64(), r[1].as_i64(), r[2].as_i64()))
+                .collect();
+            assert!(!want.is_empty(), "{label}");
+            assert_eq!(buckets(&t, "live"), want, "{label} at {px} px");
+        }
+    }
+}
+
 fn timeline_moment_and_block(s: &Server) {
     let info = s.get("/api/info");
     let series = info["series"].as_array().unwrap();
@@ -386,14 +436,59 @@ fn a_snapshot_has_its_timeline_and_segments() {
     );
     assert_eq!(active_peak, 17_602_723_840);
     assert_eq!(snap["peak"]["bytes"].as_i64(), Some(active_peak));
-    let t = s.get(&format!("/api/timeline?series={id}&px=500"));
-    let max = t["buckets"]["metrics"]["active"]["max"]
+    let start = snap["start"].as_i64().unwrap();
+    assert_eq!(snap["peak"]["x_rel"].as_f64(), Some((seq - start) as f64));
+    // the stored curve is snap_timeline's, and its tiles are folded from it
+    let (_, v) = s.sql(
+        "SELECT (SELECT COUNT(*) FROM snap_timeline_points) AS n, \
+         (SELECT COUNT(*) FROM (SELECT snapshot, device, seq, active_bytes, reserved_bytes \
+           FROM snap_timeline EXCEPT SELECT * FROM snap_timeline_points)) AS d, \
+         (SELECT COUNT(*) FROM snap_timeline) AS t",
+    );
+    let counts: Vec<i64> = (0..3)
+        .map(|i| v["values"][0][i].as_i64().unwrap())
+        .collect();
+    assert_eq!((counts[0], counts[1]), (counts[2], 0), "{v}");
+    let (_, v) = s.sql(
+        "WITH t AS (SELECT snapshot, device, w.width, seq / w.width AS tile, \
+           MIN(active_bytes) AS a0, MAX(active_bytes) AS a1, last_value(active_bytes ORDER BY seq) AS a2, \
+           MIN(reserved_bytes) AS r0, MAX(reserved_bytes) AS r1, last_value(reserved_bytes ORDER BY seq) AS r2 \
+           FROM snap_timeline CROSS JOIN (VALUES (CAST(8 AS BIGINT)), (CAST(64 AS BIGINT)), \
+             (CAST(512 AS BIGINT)), (CAST(4096 AS BIGINT)), (CAST(32768 AS BIGINT)), \
+             (CAST(262144 AS BIGINT))) w(width) \
+           GROUP BY 1, 2, 3, 4) \
+         SELECT COUNT(*) AS n FROM t FULL JOIN snap_timeline_tiles x ON x.snapshot = t.snapshot \
+           AND x.device = t.device AND x.width = t.width AND x.tile = t.tile \
+         WHERE x.tile IS NULL OR t.tile IS NULL OR x.active_max <> t.a1 OR x.active_min <> t.a0 \
+            OR x.active_last <> t.a2 OR x.reserved_min <> t.r0 OR x.reserved_max <> t.r1 \
+            OR x.reserved_last <> t.r2",
+    );
+    assert_eq!(v["values"][0][0].as_i64(), Some(0), "{v}");
+    // the whole trace from the tiles (a few pixels) and from the entries (many): the highest
+    // bucket is the peak either way
+    for px in [2, 5, 500, 4000] {
+        let t = s.get(&format!("/api/timeline?series={id}&px={px}"));
+        let max = buckets(&t, "active").iter().filter_map(|b| b.1).max();
+        assert_eq!(max, Some(active_peak), "{px} px");
+    }
+    // a window of entries: each bucket's entries as snap_timeline has them, the value before
+    let (x0, x1) = (seq - start - 40, seq - start + 40);
+    let t = s.get(&format!("/api/timeline?series={id}&x0={x0}&x1={x1}&px=80"));
+    let (_, v) = s.sql(&format!(
+        "SELECT active_bytes FROM snap_timeline WHERE device = 0 \
+         AND seq >= {} AND seq < {} ORDER BY seq",
+        start + x0 - 1,
+        start + x1
+    ));
+    let want: Vec<Option<i64>> = v["values"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(Value::as_i64)
-        .max();
-    assert_eq!(max, Some(active_peak));
+        .map(|r| r[0].as_i64())
+        .collect();
+    assert_eq!(t["before"]["active"].as_i64(), want[0]);
+    let got: Vec<Option<i64>> = buckets(&t, "active").iter().map(|b| b.1).collect();
+    assert_eq!(got, want[1..]);
     let m = s.get(&format!(
         "/api/moment?series={id}&x={}",
         seq - snap["start"].as_i64().unwrap()
@@ -412,4 +507,35 @@ fn a_snapshot_has_its_timeline_and_segments() {
     let b = s.get(&format!("/api/block?series={id}&id={block_id}"));
     assert!(b["size"].as_i64().unwrap() > 0, "{b}");
     assert!(!b["alloc_stack"].as_array().unwrap().is_empty(), "{b}");
+}
+
+#[test]
+fn mem_state_at_a_time_agrees_with_the_same_instant_as_a_step() {
+    // the moment of the explorer is a time (read with the time as a constant, pruned by the
+    // blocks' and rows' statistics); a step resolves to its instant per series through a join:
+    // the same instant gives the same rows either way
+    let input = fixture_root().join("fixtures/memscope/g3_run");
+    let s = serve(&input);
+    let (_, v) = s.sql(
+        "SELECT source, pid, device, CAST(end_ts AS BIGINT) FROM steps \
+         WHERE step = 2 AND end_ts IS NOT NULL ORDER BY device LIMIT 1",
+    );
+    let r = &v["values"][0];
+    let (source, pid, device, ts) = (
+        r[0].as_str().unwrap(),
+        r[1].as_i64().unwrap(),
+        r[2].as_str().unwrap(),
+        r[3].as_i64().unwrap(),
+    );
+    let rows = |at: &str| {
+        let (status, v) = s.sql(&format!(
+            "SELECT * FROM mem_state_at('{at}') WHERE source = '{source}' AND pid = {pid} \
+             AND device = '{device}' ORDER BY pool, kind, owner, ptr, bytes"
+        ));
+        assert_eq!(status, 200, "{v}");
+        v["values"].clone()
+    };
+    let by_time = rows(&ts.to_string());
+    assert!(by_time.as_array().is_some_and(|a| a.len() > 3), "{by_time}");
+    assert_eq!(by_time, rows("step 2 end"));
 }

@@ -65,31 +65,53 @@ moments AS (
     WHERE p.mark IS NOT NULL AND e.event = 'MSTX' AND e.event_type IN ('Mark', 'Range_start')
       AND lower(trim(e.name)) = lower(p.mark)
     GROUP BY e.source, e.pid, e.device
-    UNION ALL
-    SELECT c.source, c.pid, c.device, p.ts AS at_ts
-    FROM (SELECT DISTINCT source, pid, device FROM curve) c CROSS JOIN parsed p
-    WHERE p.ts IS NOT NULL
 ),
+-- A time is the same moment for every series: `try_cast(trim($at) AS BIGINT)` (NULL for the
+-- other forms) is a constant once the parameter is bound, and `live` and `counters` compare the
+-- blocks and rows with it directly, not through a join with `moments`, so the Parquet statistics
+-- skip the row groups that hold none of them and the rows are not joined one by one.
 live AS (
-    SELECT b.source, b.pid, b.device, m.at_ts, b.pool, b.ptr, b.alloc_ts, COALESCE(b.size, 0) AS size,
+    SELECT b.source, b.pid, b.device, b.at_ts, b.pool, b.ptr, b.alloc_ts, COALESCE(b.size, 0) AS size,
            COALESCE(NULLIF(b.owner, ''), CASE WHEN b.stock THEN '(stock)' ELSE b.pool END) AS owner,
            b.stack_py
-    -- the few moments first: the side a join holds in memory (the blocks stream past it)
-    FROM moments m
-    JOIN blocks b ON m.source = b.source AND (m.pid IS NOT DISTINCT FROM b.pid) AND m.device = b.device
-    WHERE m.at_ts IS NOT NULL AND b.alloc_ts <= m.at_ts AND (b.end_ts IS NULL OR b.end_ts > m.at_ts)
-      AND ($pool IS NULL OR b.pool = $pool)
+    FROM (
+        SELECT source, pid, device, try_cast(trim($at) AS BIGINT) AS at_ts, pool, ptr, alloc_ts,
+               size, owner, stock, stack_py
+        FROM blocks
+        WHERE try_cast(trim($at) AS BIGINT) IS NOT NULL
+          AND alloc_ts <= try_cast(trim($at) AS BIGINT)
+          AND (end_ts IS NULL OR end_ts > try_cast(trim($at) AS BIGINT))
+        UNION ALL
+        SELECT b.source, b.pid, b.device, m.at_ts, b.pool, b.ptr, b.alloc_ts, b.size, b.owner,
+               b.stock, b.stack_py
+        -- the few moments first: the side a join holds in memory (the blocks stream past it)
+        FROM moments m
+        JOIN blocks b ON m.source = b.source AND (m.pid IS NOT DISTINCT FROM b.pid) AND m.device = b.device
+        WHERE try_cast(trim($at) AS BIGINT) IS NULL
+          AND m.at_ts IS NOT NULL AND b.alloc_ts <= m.at_ts AND (b.end_ts IS NULL OR b.end_ts > m.at_ts)
+    ) b
+    WHERE ($pool IS NULL OR b.pool = $pool)
       -- a dump whose MALLOC and FREE rows cannot be paired (view pairing) has no live blocks
       AND b.source IN (SELECT source FROM pairing WHERE can_pair)
 ),
 counters AS (
+    SELECT c.source, c.pid, c.device, try_cast(trim($at) AS BIGINT) AS at_ts, c.pool,
+           last_value(c.used ORDER BY c.ts, c.row_idx) FILTER (WHERE c.used IS NOT NULL) AS used,
+           last_value(c.total ORDER BY c.ts, c.row_idx) FILTER (WHERE c.total IS NOT NULL) AS total,
+           last_value(c.live_bytes ORDER BY c.ts, c.row_idx) AS live_bytes
+    FROM curve c
+    WHERE try_cast(trim($at) AS BIGINT) IS NOT NULL AND c.ts <= try_cast(trim($at) AS BIGINT)
+      AND ($pool IS NULL OR c.pool = $pool)
+    GROUP BY c.source, c.pid, c.device, c.pool
+    UNION ALL
     SELECT c.source, c.pid, c.device, m.at_ts, c.pool,
            last_value(c.used ORDER BY c.ts, c.row_idx) FILTER (WHERE c.used IS NOT NULL) AS used,
            last_value(c.total ORDER BY c.ts, c.row_idx) FILTER (WHERE c.total IS NOT NULL) AS total,
            last_value(c.live_bytes ORDER BY c.ts, c.row_idx) AS live_bytes
     FROM moments m
     JOIN curve c ON m.source = c.source AND (m.pid IS NOT DISTINCT FROM c.pid) AND m.device = c.device
-    WHERE m.at_ts IS NOT NULL AND c.ts <= m.at_ts AND ($pool IS NULL OR c.pool = $pool)
+    WHERE try_cast(trim($at) AS BIGINT) IS NULL
+      AND m.at_ts IS NOT NULL AND c.ts <= m.at_ts AND ($pool IS NULL OR c.pool = $pool)
     GROUP BY c.source, c.pid, c.device, m.at_ts, c.pool
 ),
 owners AS (
