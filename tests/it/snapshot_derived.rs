@@ -7,7 +7,7 @@
 //! are compared with its oracle's, as multisets, on every snapshot input the tests have: the real
 //! pickles, the fixtures of fixtures/snapshots, the synthetic snapshots of snapshot_library.rs
 //! (OOMs, pending-free blocks, expandable segments, segment frees, several devices, allocations
-//! before the window) and, when present, the copies in ../shared/fixtures/snapshots.
+//! before the window).
 
 use std::path::{Path, PathBuf};
 
@@ -209,8 +209,4 @@ async fn analyses_answer_as_their_windowed_sql_did() {
     let dir = tempfile::TempDir::new().unwrap();
     let synthetic = crate::snapshot_library::write_synthetic(dir.path());
     check(&synthetic).await;
-    let shared = pickles(&root.join("../shared/fixtures/snapshots/real"));
-    if !shared.is_empty() {
-        check(&shared).await;
-    }
 }
