@@ -88,8 +88,13 @@ fn judge(name: &str, expect: &[Value], report: &Value, judged: &mut Judged) {
     for e in expect {
         let kind = e["kind"].as_str().expect("kind");
         let at = e["where"].as_str();
+        // an expected cause, where the scenario names one, must be the finding's verdict
+        let verdict = e["verdict"].as_str();
         let hit = problems.iter().enumerate().position(|(i, f)| {
-            !used[i] && f["kind"] == kind && (at.is_none() || device(f).as_deref() == at)
+            !used[i]
+                && f["kind"] == kind
+                && (at.is_none() || device(f).as_deref() == at)
+                && verdict.is_none_or(|v| f["evidence"]["verdict"] == v)
         });
         let score = judged.score.entry(kind.to_string()).or_default();
         match hit {

@@ -5,6 +5,10 @@
 -- reference's methodology); its `alloc` entries are the candidates. The first allocations after
 -- the OOM (within 50 entries) are listed too: they show what the program did next (a retry, a
 -- smaller request). Verdict, first rule that holds:
+--   fragmentation             the reserved memory not in use at the OOM (reserved_bytes −
+--                             active_bytes) was at least the request: the cache held enough
+--                             bytes but no free block as large, and the device could not add a
+--                             segment — whatever the stacks before it;
 --   insufficient_data         fewer than 3 allocations in the context;
 --   same_stack_repeated       one allocation stack (identical frames: the same stack_id) made at least
 --                             3 of the last 5 allocations before the OOM — repeated_stack_id says which;
@@ -34,7 +38,7 @@
 -- @column distinct_stacks     BIGINT   count: distinct stacks among last_allocs (a missing stack counts as one)
 -- @column repeated_stack_id   BIGINT   the stack with the most of last_allocs (ties: the newest); NULL when no stack repeats
 -- @column repeated_count      BIGINT   count: allocations of last_allocs made by repeated_stack_id (0 when none repeats)
--- @column verdict             VARCHAR  insufficient_data, same_stack_repeated, run_of_large_allocations or single_oversized_request
+-- @column verdict             VARCHAR  fragmentation, insufficient_data, same_stack_repeated, run_of_large_allocations or single_oversized_request
 -- @column largest_allocs      STRUCT[] the reference's list: the 5 largest allocations of the context (its 51 entries up to the OOM), ascending as it prints them: list of {seq, size (bytes), stack_id, user_frame}
 -- @column reference_verdict   VARCHAR  the reference's verdict (insufficient_data, same_stack_repeated, run_of_large_allocations, single_oversized_request) computed its way
 WITH
@@ -136,7 +140,8 @@ SELECT o.snapshot, o.device, o.seq, o.time_us, o.requested_bytes, o.device_free,
        COALESCE(c.distinct_stacks, 0) AS distinct_stacks,
        r.repeated_stack_id,
        COALESCE(r.repeated_count, 0) AS repeated_count,
-       CASE WHEN COALESCE(c.context_allocs, 0) < 3 THEN 'insufficient_data'
+       CASE WHEN o.requested_bytes > 0 AND o.reserved_bytes - o.active_bytes >= o.requested_bytes THEN 'fragmentation'
+            WHEN COALESCE(c.context_allocs, 0) < 3 THEN 'insufficient_data'
             WHEN COALESCE(r.repeated_count, 0) >= 3 THEN 'same_stack_repeated'
             WHEN o.device_free IS NOT NULL AND c.last_allocs_bytes > 3 * o.device_free THEN 'run_of_large_allocations'
             ELSE 'single_oversized_request' END AS verdict,

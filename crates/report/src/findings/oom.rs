@@ -157,6 +157,7 @@ pub(super) fn oom_section(b: &mut Builder) {
         let verdict = r.s("verdict");
         let req = r.i64("requested_bytes").unwrap_or(0);
         let label = match verdict.as_str() {
+            "fragmentation" => "fragmentation: enough cached memory, no block as large",
             "single_oversized_request" => "single huge request",
             "same_stack_repeated" => "repeated allocation from one site",
             "run_of_large_allocations" => "a chain of large allocations",

@@ -137,7 +137,8 @@ SELECT o.snapshot, o.device, o.seq, o.time_us, o.requested_bytes, o.device_free,
        COALESCE(c.distinct_stacks, 0) AS distinct_stacks,
        r.repeated_stack_id,
        COALESCE(r.repeated_count, 0) AS repeated_count,
-       CASE WHEN COALESCE(c.context_allocs, 0) < 3 THEN 'insufficient_data'
+       CASE WHEN o.requested_bytes > 0 AND o.reserved_bytes - o.active_bytes >= o.requested_bytes THEN 'fragmentation'
+            WHEN COALESCE(c.context_allocs, 0) < 3 THEN 'insufficient_data'
             WHEN COALESCE(r.repeated_count, 0) >= 3 THEN 'same_stack_repeated'
             WHEN o.device_free IS NOT NULL AND c.last_allocs_bytes > 3 * o.device_free THEN 'run_of_large_allocations'
             ELSE 'single_oversized_request' END AS verdict,
