@@ -726,6 +726,22 @@ impl Tiles {
     }
 }
 
+/// The folded columns of tiles for `metrics`: `M_min, M_max, M_last` for each.
+fn fold_columns(metrics: &[String]) -> String {
+    let cols: Vec<String> = metrics
+        .iter()
+        .map(|m| format!("{m}_min, {m}_max, {m}_last"))
+        .collect();
+    cols.join(", ")
+}
+
+/// Metric `m`'s (min, max, last) in row `i` of columns read as [`fold_columns`] after `first`
+/// other columns.
+fn fold_at(c: &[Vec<Option<i64>>], first: usize, m: usize, i: usize) -> Fold {
+    let at = first + 3 * m;
+    (c[at][i], c[at + 1][i], c[at + 2][i])
+}
+
 /// The tiles of an msMemScope series (`key` and `params` name it), with the series' metrics.
 async fn load_tiles(
     ds: &Dataset,
@@ -733,15 +749,11 @@ async fn load_tiles(
     key: &str,
     params: &[(&str, ScalarValue)],
 ) -> Result<Tiles> {
-    let cols: Vec<String> = metrics
-        .iter()
-        .map(|m| format!("{m}_min, {m}_max, {m}_last"))
-        .collect();
     let c = int_columns(
         ds,
         &format!(
             "SELECT tile, t_min, t_max, {} FROM curve_tiles WHERE {key} ORDER BY tile",
-            cols.join(", ")
+            fold_columns(metrics)
         ),
         params,
     )
@@ -772,7 +784,7 @@ async fn load_tiles(
         tiles.starts.push(start as i64);
         tiles.ends.push(end as i64);
         for (m, v) in tiles.values.iter_mut().enumerate() {
-            v.push((c[3 + 3 * m][i], c[4 + 3 * m][i], c[5 + 3 * m][i]));
+            v.push(fold_at(&c, 3, m, i));
         }
     }
     Ok(tiles)
@@ -802,18 +814,13 @@ async fn snap_window(
             params.push(("k0", int(a0.div_euclid(w) - 1)));
             params.push(("k1", int((a1 - 1).div_euclid(w))));
             params.push(("width", int(w)));
-            let folds: Vec<String> = s
-                .metrics
-                .iter()
-                .map(|m| format!("{m}_min, {m}_max, {m}_last"))
-                .collect();
             let c = int_columns(
                 ds,
                 &format!(
                     "SELECT seq_min, seq_max, {} FROM snap_timeline_tiles \
                      WHERE snapshot = $snapshot AND device = $device AND width = $width \
                        AND tile BETWEEN $k0 AND $k1 ORDER BY tile",
-                    folds.join(", ")
+                    fold_columns(&s.metrics)
                 ),
                 &params,
             )
@@ -827,7 +834,7 @@ async fn snap_window(
                     continue;
                 };
                 for (m, v) in vals.iter_mut().enumerate() {
-                    *v = (c[2 + 3 * m][i], c[3 + 3 * m][i], c[4 + 3 * m][i]);
+                    *v = fold_at(&c, 2, m, i);
                 }
                 if te < a0 {
                     f.add(a0 - 1, te, &vals);
