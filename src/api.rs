@@ -42,15 +42,20 @@ use memq_engine::Engine;
 use std::sync::Arc;
 
 use memq_core::catalog::Unit;
-use memq_engine::calls::Steps;
+use memq_engine::facts::Steps;
 
+pub use crate::exec::Statements;
 use crate::exec::{self, StatementResult};
+use crate::export;
+pub use crate::export::{Index as ExportIndex, Selection};
 use crate::open::{self, IngestTarget, Opened};
 use crate::output::cells;
-use crate::output::{Format, ResultWriter, TableOptions};
+use crate::output::{ResultWriter, TableOptions};
 use crate::report::{self, check, Finding, Report};
 use crate::report::{BandBucket, LineChart, Series};
+pub use memq_memscope::to_db::ToDbReport;
 
+pub use crate::output::Format;
 pub use crate::params::{parse_value, Params};
 pub use crate::report::check::{Limits, Outcome};
 pub use crate::report::Options as ReportOptions;
@@ -115,15 +120,15 @@ impl Dataset {
             true => open::default_target(),
             false => IngestTarget::Temporary,
         };
-        let mut opened = open::open_inputs_with(inputs, opts.progress, &target).await?;
+        let mut opened = open::open_inputs(inputs, opts.progress, &target).await?;
         if let Some(url) = &opts.cluster {
             opened.connect(url).await?;
         }
         Ok(Dataset::from_opened(opened, inputs))
     }
 
-    /// A dataset the caller opened already (the shell keeps its [`Opened`] to reconnect).
-    pub fn from_opened(opened: Opened, inputs: &[PathBuf]) -> Dataset {
+    /// The dataset of inputs opened already.
+    fn from_opened(opened: Opened, inputs: &[PathBuf]) -> Dataset {
         let input = inputs
             .iter()
             .map(|p| p.display().to_string())
@@ -132,8 +137,10 @@ impl Dataset {
         Dataset { opened, input }
     }
 
-    /// The engine: its DataFusion session, dataset folder and manifest.
-    pub fn engine(&self) -> &Engine {
+    /// The engine: its DataFusion session, dataset folder and manifest, for the faces of this
+    /// crate that read the session's catalog (the shell's completion, the server's read-only
+    /// guard); everything else goes through the methods here.
+    pub(crate) fn engine(&self) -> &Engine {
         &self.opened.engine
     }
 
@@ -157,7 +164,7 @@ impl Dataset {
     /// (`CREATE VIEW`) takes effect in this dataset's session.
     pub async fn sql(&self, sql: &str, params: &Params) -> Result<Rows> {
         let ctx = &self.opened.engine.ctx;
-        let mut statements = exec::statements(ctx, sql, params, "")?;
+        let mut statements = self.statements(sql, params, "")?;
         loop {
             let Some(next) = statements.next().await else {
                 unreachable!("exec::statements refuses a text without statements")
@@ -173,6 +180,59 @@ impl Dataset {
                 batch?;
             }
         }
+    }
+
+    /// The statements of `sql`, each planned and started when the one before has been
+    /// consumed, so that a face can print or write every result as it streams (`memq sql`,
+    /// `memq run`). `origin` names the text in errors (a file name; empty for typed text).
+    pub fn statements<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a Params,
+        origin: &'a str,
+    ) -> Result<Statements<'a>> {
+        exec::statements(&self.opened.engine.ctx, sql, params, origin)
+    }
+
+    /// An owned handle on the dataset's session, for statements run on another task or
+    /// runtime (the shell runs each on a runtime it drops to cancel it).
+    pub fn session(&self) -> Session {
+        Session {
+            ctx: self.opened.engine.ctx.clone(),
+        }
+    }
+
+    /// Runs the statements on the memq cluster at `url` (`df://HOST:PORT`) from now on.
+    pub async fn connect(&mut self, url: &str) -> Result<()> {
+        self.opened.connect(url).await
+    }
+
+    /// Back to this process's own session after [`Dataset::connect`].
+    pub fn disconnect(&mut self) {
+        self.opened.disconnect()
+    }
+
+    /// The cluster the statements run on, if any.
+    pub fn cluster(&self) -> Option<&str> {
+        self.opened.cluster()
+    }
+
+    /// `memq export`: the selected analyses written into `dir`, a file each, with an index
+    /// (see [`export::export`]).
+    pub async fn export(
+        &self,
+        selection: &Selection,
+        dir: &Path,
+        format: Format,
+        force: bool,
+    ) -> Result<ExportIndex> {
+        export::export(&self.opened.engine, selection, dir, format, force).await
+    }
+
+    /// `memq to-db`: the msMemScope events written as an msMemScope-style SQLite db that
+    /// MindStudio Insight imports.
+    pub async fn to_db(&self, output: &Path) -> Result<ToDbReport> {
+        memq_memscope::to_db::to_db(&self.opened.engine.ctx, output).await
     }
 
     /// Every table the dataset's formats declare, with each column's type, unit and doc.
@@ -212,6 +272,24 @@ impl Dataset {
     pub async fn check(&self, limits: &Limits) -> Result<Outcome> {
         let r = self.report(&ReportOptions::default()).await?;
         Ok(check::evaluate(&r, limits))
+    }
+}
+
+/// An owned handle on a dataset's session ([`Dataset::session`]).
+#[derive(Clone)]
+pub struct Session {
+    ctx: datafusion::prelude::SessionContext,
+}
+
+impl Session {
+    /// The statements of `sql`, as [`Dataset::statements`] gives them.
+    pub fn statements<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a Params,
+        origin: &'a str,
+    ) -> Result<Statements<'a>> {
+        exec::statements(&self.ctx, sql, params, origin)
     }
 }
 

@@ -6,15 +6,14 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::api::{self, Dataset, IngestOptions, OpenOptions};
 use crate::error::{MemqError, Result};
 use crate::exec::{self, PrintOptions};
 use crate::export::{self, Selection};
-use crate::open::{open_inputs, open_inputs_on};
 use crate::output::Format;
 use crate::params::{self, Params};
 use crate::repl::{self, ReplOptions};
 use crate::run::{self as run_files, RunOutput};
-use memq_ingest::{ingest, IngestOptions};
 
 #[derive(Parser)]
 #[command(
@@ -360,7 +359,7 @@ async fn interruptible(
 /// `output` instead when given). Ctrl-C stops at once: the table is ended, an unfinished file
 /// is removed, and memq exits with status 130.
 async fn run_sql(
-    ctx: &datafusion::prelude::SessionContext,
+    ds: &Dataset,
     sql: &str,
     params: &Params,
     origin: &str,
@@ -369,7 +368,7 @@ async fn run_sql(
 ) -> Result<()> {
     let stop = exec::Stop::new();
     let work = async {
-        let mut statements = exec::statements(ctx, sql, params, origin)?;
+        let mut statements = ds.statements(sql, params, origin)?;
         while let Some(r) = statements.next().await {
             let mut r = r?;
             if !r.has_columns() {
@@ -389,6 +388,18 @@ async fn run_sql(
     interruptible(work, &stop).await
 }
 
+/// How `memq sql` and `memq run` open their input: with a progress bar, on the cluster given
+/// (`--cluster`), else on `$MEMQ_CLUSTER`'s.
+fn on_cluster(cluster: Option<String>) -> OpenOptions {
+    let env = std::env::var(crate::open::CLUSTER_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    OpenOptions {
+        cluster: cluster.or(env),
+        ..OpenOptions::with_progress()
+    }
+}
+
 /// `1 row`, `5 rows`.
 fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -402,7 +413,7 @@ async fn run(cli: Cli) -> Result<()> {
             ));
         }
         let bound = bind_params(&cli.params)?;
-        let opened = open_inputs(&cli.inputs, true).await?;
+        let opened = Dataset::open(&cli.inputs, &OpenOptions::with_progress()).await?;
         let bail = match (cli.bail, cli.no_bail) {
             (true, _) => Some(true),
             (_, true) => Some(false),
@@ -422,7 +433,7 @@ async fn run(cli: Cli) -> Result<()> {
             let mut print = PrintOptions::new(Format::Table, false);
             print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
             print.width = exec::terminal_width();
-            return run_sql(&opened.engine.ctx, &text, &bound, &origin, print, None).await;
+            return run_sql(&opened, &text, &bound, &origin, print, None).await;
         }
         let mut opts = ReplOptions::standard();
         opts.max_rows = cli.maxrows;
@@ -445,7 +456,7 @@ async fn run(cli: Cli) -> Result<()> {
                 strict,
                 progress: true,
             };
-            let report = ingest(&inputs, &opts, &crate::catalog()).await?;
+            let report = api::ingest(&inputs, &opts).await?;
             eprintln!("{}", report.summary());
             Ok(())
         }
@@ -463,22 +474,14 @@ async fn run(cli: Cli) -> Result<()> {
             let format = if chart { Format::Chart } else { format };
             let bound = bind_params(&raw)?;
             let (text, origin) = sql_text(sql, file.as_deref())?;
-            let opened = open_inputs_on(&inputs, true, cluster.as_deref()).await?;
+            let ds = Dataset::open(&inputs, &on_cluster(cluster)).await?;
             let mut print = PrintOptions::new(format, raw_bytes);
             print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
             print.width = exec::terminal_width();
             if output.is_some() && format != Format::Table {
                 check_output_format(output.as_deref(), format)?;
             }
-            run_sql(
-                &opened.engine.ctx,
-                &text,
-                &bound,
-                &origin,
-                print,
-                output.as_deref(),
-            )
-            .await
+            run_sql(&ds, &text, &bound, &origin, print, output.as_deref()).await
         }
         Command::Views { name, all } => {
             let analyses = crate::analyses();
@@ -541,11 +544,10 @@ async fn run(cli: Cli) -> Result<()> {
                 print.max_rows = cli.maxrows.unwrap_or(print.max_rows);
                 print.width = exec::terminal_width();
             }
-            let opened =
-                open_inputs_on(std::slice::from_ref(&input), true, cluster.as_deref()).await?;
+            let ds = Dataset::open(std::slice::from_ref(&input), &on_cluster(cluster)).await?;
             let stop = exec::Stop::new();
             let work = async {
-                run_files::run_files(&opened.engine.ctx, &files, &bound, &out, &stop).await?;
+                run_files::run_files(&ds, &files, &bound, &out, &stop).await?;
                 Ok(stop.is_stopped())
             };
             interruptible(work, &stop).await
@@ -559,15 +561,14 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let selection = Selection::parse(&views);
             export::select(&selection, crate::analyses())?;
-            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
+            let ds =
+                Dataset::open(std::slice::from_ref(&input), &OpenOptions::with_progress()).await?;
             let stop = exec::Stop::new();
             let mut index = None;
             // Ctrl-C drops the export: its staging folder goes with it, DIR is left as it was.
             interruptible(
                 async {
-                    index = Some(
-                        export::export(&opened.engine, &selection, &output, format, force).await?,
-                    );
+                    index = Some(ds.export(&selection, &output, format, force).await?);
                     Ok(false)
                 },
                 &stop,
@@ -641,8 +642,9 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Cluster { role } => crate::cluster::run(role, cli.memory_limit.as_deref()).await,
         Command::ToDb { input, output } => {
-            let opened = open_inputs(std::slice::from_ref(&input), true).await?;
-            let r = memq_memscope::to_db::to_db(&opened.engine.ctx, &output).await?;
+            let ds =
+                Dataset::open(std::slice::from_ref(&input), &OpenOptions::with_progress()).await?;
+            let r = ds.to_db(&output).await?;
             eprintln!(
                 "{} in memscope_dump, {} in {} written to {}",
                 count(r.dump_rows, "row", "rows"),

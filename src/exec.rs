@@ -38,7 +38,7 @@ pub struct StatementResult {
     /// view shows moments relative to it.
     pub origin_ns: Option<i64>,
     /// The run's steps when the result has a ns time column: a moment names its step.
-    pub steps: Option<Arc<memq_engine::calls::Steps>>,
+    pub steps: Option<Arc<memq_engine::facts::Steps>>,
 }
 
 impl StatementResult {
@@ -471,12 +471,12 @@ impl Statements<'_> {
             .iter()
             .any(|u| matches!(u, Unit::TimeNs | Unit::TimeUs))
         {
-            memq_engine::calls::run_start(self.ctx).await
+            memq_engine::facts::run_start(self.ctx).await
         } else {
             None
         };
         let steps = if units.contains(&Unit::TimeNs) {
-            memq_engine::calls::steps(self.ctx).await
+            memq_engine::facts::steps(self.ctx).await
         } else {
             None
         };

@@ -211,7 +211,7 @@ pub fn listing(analyses: &[Analysis], all: bool) -> String {
             .filter(|a| format_of(a) == f)
             .map(|a| vec![format!("  {}", a.call_form()), a.summary.clone()])
             .collect();
-        out.push_str(&crate::repl::meta::columns(&rows));
+        out.push_str(&crate::output::aligned_columns(&rows));
     }
     out
 }

@@ -18,7 +18,7 @@ pub mod commands;
 pub mod exec;
 pub mod export;
 pub mod guide;
-pub mod open;
+mod open;
 pub mod output;
 pub mod params;
 pub mod repl;
@@ -117,5 +117,38 @@ mod tests {
                 u.name
             );
         }
+    }
+
+    /// Every checked parameter names a fact its own format declares (a `[one of FACT]`,
+    /// a moment's `range`, a window's `peak` when it is narrowed `per` a parameter), so that no
+    /// check fails at a user's call for want of a fact.
+    #[test]
+    fn every_check_names_a_fact_of_its_format() {
+        use memq_engine::library::CheckKind;
+        let facts = super::catalog().facts();
+        let has =
+            |format: &str, name: &str| facts.iter().any(|(f, x)| *f == format && x.name == name);
+        let mut checked = 0;
+        for a in super::analyses() {
+            for p in &a.params {
+                let Some(c) = &p.check else { continue };
+                checked += 1;
+                let needs: Vec<&str> = match &c.kind {
+                    CheckKind::OneOf { fact, .. } => vec![fact.as_str()],
+                    CheckKind::Moment => vec!["range"],
+                    CheckKind::WindowStart | CheckKind::WindowEnd => vec!["range", "peak"],
+                };
+                for n in needs {
+                    assert!(
+                        has(a.format(), n),
+                        "{}: {}: no fact {n} in {}",
+                        a.path,
+                        p.name,
+                        a.format()
+                    );
+                }
+            }
+        }
+        assert!(checked >= 16, "{checked} checked parameters");
     }
 }

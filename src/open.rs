@@ -21,7 +21,8 @@ pub struct Opened {
     cluster: Option<String>,
 }
 
-/// Set to `df://HOST:PORT`: `memq sql` and `memq run` run on that cluster (`--cluster`).
+/// Set to `df://HOST:PORT`: `memq sql` and `memq run` run on that cluster (`--cluster`; the
+/// command line reads it).
 pub const CLUSTER_ENV: &str = "MEMQ_CLUSTER";
 
 impl Opened {
@@ -73,23 +74,6 @@ impl Opened {
     }
 }
 
-/// Opens `inputs` as [`open_inputs`] does and, with `cluster` (`df://HOST:PORT`; else
-/// `$MEMQ_CLUSTER`), runs the session on that cluster ([`Opened::connect`]).
-pub async fn open_inputs_on(
-    inputs: &[PathBuf],
-    progress: bool,
-    cluster: Option<&str>,
-) -> Result<Opened> {
-    let mut opened = open_inputs(inputs, progress).await?;
-    let env = std::env::var(CLUSTER_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    if let Some(url) = cluster.map(str::to_string).or(env) {
-        opened.connect(&url).await?;
-    }
-    Ok(opened)
-}
-
 /// Where raw inputs are ingested before they are opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IngestTarget {
@@ -117,15 +101,9 @@ pub fn default_target() -> IngestTarget {
     }
 }
 
-/// Opens `inputs`: a single dataset folder directly, anything else through the ingest cache
-/// ([`default_target`]), so every command ingests a raw input once.
-pub async fn open_inputs(inputs: &[PathBuf], progress: bool) -> Result<Opened> {
-    open_inputs_with(inputs, progress, &default_target()).await
-}
-
 /// Opens `inputs`: a single dataset folder directly, anything else through an ingest into
 /// `target`. With the cache, a note on stderr says whether the cached dataset was reused.
-pub async fn open_inputs_with(
+pub async fn open_inputs(
     inputs: &[PathBuf],
     progress: bool,
     target: &IngestTarget,

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use datafusion::prelude::SessionContext;
+use crate::api::Dataset;
 
 use crate::exec::{self, PrintOptions, StatementResult};
 use crate::output::Format;
@@ -34,7 +34,7 @@ pub struct WrittenResult {
 /// fires (Ctrl-C), the result being printed or written ends at once (a file being written is
 /// removed, see [`exec::write`]) and no further statement runs.
 pub async fn run_files(
-    ctx: &SessionContext,
+    ds: &Dataset,
     files: &[PathBuf],
     params: &Params,
     out: &RunOutput,
@@ -52,7 +52,7 @@ pub async fn run_files(
     let mut used_names = std::collections::HashSet::new();
     for (file, text) in files.iter().zip(&texts) {
         let origin = file.display().to_string();
-        let mut statements = exec::statements(ctx, text, params, &origin)?;
+        let mut statements = ds.statements(text, params, &origin)?;
         // `_1`, `_2` names when the file has several queries (counted from the parsed text:
         // planning every statement first would run its DDL early).
         let queries = statements.queries();

@@ -13,7 +13,7 @@ use datafusion::arrow::util::display::ArrayFormatter;
 use memq_core::catalog::Unit;
 use memq_core::error::Result;
 use memq_core::function::format_bytes;
-use memq_engine::calls::Steps;
+use memq_engine::facts::Steps;
 use memq_engine::units::{format_duration, format_epoch, format_offset};
 use std::sync::Arc;
 

@@ -61,7 +61,7 @@ pub struct TableOptions {
     /// The run's start (ns since the Unix epoch): moments show their offset from it.
     pub origin_ns: Option<i64>,
     /// The run's steps: a moment in a step names it.
-    pub steps: Option<std::sync::Arc<memq_engine::calls::Steps>>,
+    pub steps: Option<std::sync::Arc<memq_engine::facts::Steps>>,
     /// One `column | value` line per column for each row (`\x`, format `line`); a table of one
     /// row too wide for `width` is shown so too.
     pub vertical: bool,

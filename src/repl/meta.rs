@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::exec::terminal_width;
-use crate::output::{BytesDisplay, Format};
+use crate::output::{aligned_columns, BytesDisplay, Format};
 use crate::params;
 use memq_core::error::{MemqError, Result};
 
@@ -108,34 +108,6 @@ pub fn fit_text(text: &str, width: Option<usize>) -> String {
         }
         out.push_str(current.trim_end());
         out.push_str(nl);
-    }
-    out
-}
-
-/// Aligned columns, two spaces apart; the last column is not padded.
-pub fn columns(rows: &[Vec<String>]) -> String {
-    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..n)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
     }
     out
 }
@@ -270,20 +242,20 @@ impl Session {
                     self.params.insert(name.to_string(), v);
                 }
             }
-            "\\connect" if arg.is_empty() => match self.opened.cluster() {
+            "\\connect" if arg.is_empty() => match self.dataset.cluster() {
                 Some(url) => println!("statements run on the cluster {url}"),
                 None => println!("statements run locally, in this process"),
             },
             "\\connect" if arg.eq_ignore_ascii_case("local") => {
-                self.opened.disconnect();
+                self.dataset.disconnect();
                 println!("local: statements run in this process");
             }
             "\\disconnect" => {
-                self.opened.disconnect();
+                self.dataset.disconnect();
                 println!("local: statements run in this process");
             }
             "\\connect" => {
-                self.opened.connect(arg).await?;
+                self.dataset.connect(arg).await?;
                 println!("connected to {arg}: statements run on the cluster");
             }
             "\\x" => self.toggle_vertical(arg)?,
@@ -331,7 +303,7 @@ impl Session {
                 rows.push(vec![f.clone(), "table function".into()]);
             }
         }
-        columns(&rows)
+        aligned_columns(&rows)
     }
 
     fn list_tables(&self) -> String {
@@ -347,7 +319,7 @@ impl Session {
                 t.doc.to_string(),
             ]);
         }
-        columns(&rows)
+        aligned_columns(&rows)
     }
 
     /// `\dv`: the analyses grouped by the source they read, those without data in this dataset
@@ -389,7 +361,7 @@ impl Session {
                     a.summary.clone(),
                 ]);
             }
-            out.push_str(&columns(&rows));
+            out.push_str(&aligned_columns(&rows));
         }
         let vocab = self.vocab.read().map(|v| v.clone()).unwrap_or_default();
         let own: Vec<Vec<String>> = vocab
@@ -400,7 +372,7 @@ impl Session {
             .collect();
         if !own.is_empty() {
             out.push_str("created in this session:\n");
-            out.push_str(&columns(&own));
+            out.push_str(&aligned_columns(&own));
         }
         if out.is_empty() {
             return "No canned analyses.\n".into();
@@ -456,7 +428,7 @@ impl Session {
                     "rank of the job the row's source belongs to (sources.rank); the files are laid out by it (TABLE/rank=R/), so a filter on it reads that rank's files only".into(),
                 ]);
             }
-            out.push_str(&columns(&rows));
+            out.push_str(&aligned_columns(&rows));
             return Ok(out);
         }
         let analysis = crate::analyses().iter().find(|a| a.name == name);
@@ -476,13 +448,13 @@ impl Session {
                     p.doc.clone(),
                 ]);
             }
-            out.push_str(&columns(&rows));
+            out.push_str(&aligned_columns(&rows));
             out.push('\n');
             let mut rows = vec![vec!["column".to_string(), "doc".into()]];
             for c in &a.columns {
                 rows.push(vec![c.name.clone(), c.described()]);
             }
-            out.push_str(&columns(&rows));
+            out.push_str(&aligned_columns(&rows));
             return Ok(out);
         }
         let df = ctx.table(name).await.map_err(|_| {
@@ -507,7 +479,7 @@ impl Session {
                 .unwrap_or_default();
             rows.push(vec![f.name().clone(), f.data_type().to_string(), doc]);
         }
-        out.push_str(&columns(&rows));
+        out.push_str(&aligned_columns(&rows));
         Ok(out)
     }
 }

@@ -11,14 +11,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use datafusion::prelude::SessionContext;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{CompletionType, Config, Editor};
 
+use crate::api::{self, Dataset};
 use crate::exec::{self, PrintOptions};
-use crate::open::Opened;
 use crate::output::{BytesDisplay, Format};
 use crate::params::Params;
 use memq_core::error::{MemqError, Result};
@@ -75,7 +74,7 @@ impl ReplOptions {
 
 /// The state of one REPL session.
 pub struct Session {
-    opened: Opened,
+    dataset: Dataset,
     /// Where queries run (replaced after a cancel, see [`Session::execute`]).
     queries: Option<tokio::runtime::Runtime>,
     pub settings: Settings,
@@ -142,7 +141,7 @@ fn query_runtime() -> Result<tokio::runtime::Runtime> {
 /// Runs a statement and prints (or writes) its result batch by batch, on the query runtime.
 #[allow(clippy::too_many_arguments)]
 async fn run_and_show(
-    ctx: SessionContext,
+    session: api::Session,
     sql: String,
     params: Params,
     print: PrintOptions,
@@ -151,7 +150,7 @@ async fn run_and_show(
     wrote: Arc<std::sync::atomic::AtomicBool>,
     stop: Arc<exec::Stop>,
 ) -> Result<Ran> {
-    let mut statements = exec::statements(&ctx, &sql, &params, "")?;
+    let mut statements = session.statements(&sql, &params, "")?;
     let mut ran = Ran {
         ddl: false,
         redirect: None,
@@ -189,7 +188,7 @@ async fn run_and_show(
 /// on stderr once the query has run for a second.
 async fn run_cancellable(
     queries: &tokio::runtime::Handle,
-    ctx: SessionContext,
+    session: api::Session,
     sql: String,
     params: Params,
     print: PrintOptions,
@@ -204,7 +203,7 @@ async fn run_cancellable(
     let stop = exec::Stop::new();
     let wrote = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut task = queries.spawn(run_and_show(
-        ctx,
+        session,
         sql,
         params,
         print,
@@ -261,10 +260,10 @@ async fn run_cancellable(
 }
 
 impl Session {
-    pub async fn new(opened: Opened) -> Result<Session> {
-        let vocab = Vocabulary::load(&opened.engine.ctx).await;
+    pub async fn new(dataset: Dataset) -> Result<Session> {
+        let vocab = Vocabulary::load(&dataset.engine().ctx).await;
         Ok(Session {
-            opened,
+            dataset,
             queries: Some(query_runtime()?),
             settings: Settings::default(),
             params: Params::new(),
@@ -277,7 +276,7 @@ impl Session {
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.opened.engine
+        self.dataset.engine()
     }
 
     /// True while a statement is being continued on further lines.
@@ -323,7 +322,7 @@ impl Session {
         };
         let outcome = run_cancellable(
             &handle,
-            self.engine().ctx.clone(),
+            self.dataset.session(),
             sql.to_string(),
             self.params.clone(),
             print,
@@ -415,8 +414,8 @@ impl Drop for Session {
 /// Runs the statements and meta commands of a script file (`memq INPUT -f FILE`) as `\i`
 /// runs them, without a prompt or banner: it stops at the first failing statement unless
 /// `opts.bail` is `Some(false)` (`--no-bail`), which goes on and exits 1 at the end.
-pub async fn run_file(opened: Opened, opts: ReplOptions, origin: &str, text: &str) -> Result<()> {
-    let mut session = Session::new(opened).await?;
+pub async fn run_file(dataset: Dataset, opts: ReplOptions, origin: &str, text: &str) -> Result<()> {
+    let mut session = Session::new(dataset).await?;
     session.params = opts.params.clone();
     if let Some(n) = opts.max_rows {
         session.settings.max_rows = n;
@@ -462,7 +461,7 @@ fn finish_script(failed: bool) -> Result<()> {
 }
 
 /// Runs the REPL until `\q` or Ctrl-D.
-pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
+pub async fn run(dataset: Dataset, opts: ReplOptions) -> Result<()> {
     let config = Config::builder()
         .completion_type(CompletionType::List)
         .auto_add_history(false)
@@ -471,7 +470,7 @@ pub async fn run(opened: Opened, opts: ReplOptions) -> Result<()> {
         .build();
     let mut rl: Editor<MemqHelper, FileHistory> =
         Editor::with_config(config).map_err(|e| MemqError::Query(format!("REPL: {e}")))?;
-    let mut session = Session::new(opened).await?;
+    let mut session = Session::new(dataset).await?;
     session.params = opts.params.clone();
     if let Some(n) = opts.max_rows {
         session.settings.max_rows = n;

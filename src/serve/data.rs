@@ -773,7 +773,7 @@ async fn load_tiles(
         };
         let (k, lo, hi) = (k as i128, lo as i128, hi as i128);
         let span = (hi - lo).max(1);
-        let n = memq_memscope::tiles::TILES as i128;
+        let n = memq_memscope::derive::tiles::TILES as i128;
         // the times t with (t - lo) * TILES div span == k
         let start = lo + (k * span + n - 1) / n;
         // the last tile also holds t = hi (the tiling clamps it there)

@@ -1,4 +1,4 @@
-//! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/fates.rs,
+//! The event counts, block fates and the `curve` live bytes computed at ingest (crates/memscope/src/derive/fates.rs,
 //! curve.rs, counts.rs) against the SQL statement of the same rules (tests/oracle/sql/block_fates.sql,
 //! curve.sql, owner_peaks.sql, event_counts.sql, pool_expansions.sql, peaks.sql: the views memq ran per query before they were computed at
 //! ingest; curve_buckets.sql and trend.sql against the buckets folded from curve_tiles and

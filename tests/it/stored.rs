@@ -140,7 +140,9 @@ async fn the_facts_of_the_argument_checks_are_read_from_the_manifest() {
     let engine = Engine::open(&ing.dataset, &memq::catalog()).await.unwrap();
     // What ingest kept is what the queries answer over the finished dataset.
     assert_eq!(
-        &memq_engine::calls::Facts::compute(&engine.ctx).await,
+        &memq_engine::facts::Facts::new(&memq::catalog(), &Default::default())
+            .compute(&engine.ctx)
+            .await,
         facts
     );
     let pools = common::cells(

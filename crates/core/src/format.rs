@@ -240,6 +240,25 @@ pub fn check_sql_dir(dir: &Path, files: &[SqlFile]) -> std::result::Result<(), S
     }
 }
 
+/// A fact of a format's dataset that the argument checks of its analyses read: the run's time
+/// range, the names a parameter may take. A `@param` line names the fact it is checked against
+/// (`[one of pools]`, `[moment]`: the `range` fact); the engine runs the query once per session,
+/// or once per dataset (`memq ingest` keeps the rows in the manifest), and never names a table.
+#[derive(Debug, Clone, Copy)]
+pub struct Fact {
+    /// The name a check gives: `range` (one row, first and last moment, ns since the Unix
+    /// epoch), `peak` (the moment of the highest memory; `$1` is the argument a `per PARAM`
+    /// check names, NULL for all), `steps` (rows of start ns, end ns or NULL when open, step
+    /// number), or a list of names (`pools`: the names in the first column; a second column is
+    /// the key a `per PARAM` check narrows the list by).
+    pub name: &'static str,
+    /// What one row is, for messages: `pool`, `snapshot`; for `range` and `peak` what the
+    /// query reads (`msMemScope events`, `memory curve`).
+    pub item: &'static str,
+    /// The query over the format's tables.
+    pub sql: &'static str,
+}
+
 /// An input family.
 pub trait Format: Send + Sync {
     /// Short name: `memscope`, `snapshot`.
@@ -279,6 +298,11 @@ pub trait Format: Send + Sync {
     fn sql_files(&self) -> &'static [SqlFile] {
         &[]
     }
+
+    /// The facts its analyses' argument checks read.
+    fn facts(&self) -> Vec<Fact> {
+        Vec::new()
+    }
 }
 
 /// Every format memq knows, in detection order (the first that recognises a file takes it).
@@ -315,6 +339,14 @@ impl Catalog {
     /// Every SQL function of every format.
     pub fn functions(&self) -> Vec<Function> {
         self.formats.iter().flat_map(|f| f.functions()).collect()
+    }
+
+    /// Every fact of every format, with the format's name.
+    pub fn facts(&self) -> Vec<(&'static str, Fact)> {
+        self.formats
+            .iter()
+            .flat_map(|f| f.facts().into_iter().map(|fact| (f.name(), fact)))
+            .collect()
     }
 
     /// Every SQL library file of every format.

@@ -5,6 +5,8 @@
 pub mod align;
 pub mod attribution;
 pub mod calls;
+pub mod checks;
+pub mod facts;
 pub mod functions;
 pub mod guard;
 pub mod lazy;
@@ -82,14 +84,19 @@ impl Engine {
         // library (stored.rs).
         let same_library = (manifest.library.as_deref())
             .is_some_and(|library| library == stored::fingerprint(&analyses));
-        let facts = match same_library {
-            true => calls::Facts::seeded(&manifest.facts),
-            false => calls::Facts::default(),
-        };
+        let no_facts = Default::default();
+        let facts = facts::Facts::new(
+            catalog,
+            if same_library {
+                &manifest.facts
+            } else {
+                &no_facts
+            },
+        );
         let mut config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("memq", "main")
-            // Facts the argument checks and the table view read once (calls.rs).
+            // Facts the argument checks and the table view read once (facts.rs).
             .with_extension(Arc::new(facts));
         // The tables are stored in their declared order (curve: by series, then time): keep that
         // order through repartitioning instead of sorting again for each window or aggregate.
@@ -185,7 +192,7 @@ fn register_library(ctx: &SessionContext, analyses: &[library::Analysis]) -> Res
     for a in analyses.iter().filter(|a| a.is_table_function()) {
         ctx.register_udtf(
             &a.name,
-            Arc::new(library::SqlTableFunction {
+            Arc::new(calls::SqlTableFunction {
                 analysis: a.clone(),
             }),
         );

@@ -13,6 +13,13 @@
 //! SELECT ...
 //! ```
 //!
+//! A parameter's description may open with how memq checks its argument, so that a mistyped
+//! argument is a clear error rather than 0 rows ([`Check`], the checks in `crate::checks`):
+//! `[moment]`, `[window start]`, `[window end]` (a readable moment of the format's run),
+//! `[one of pools]` (one of the names of the format's fact `pools`), `[one of snapshots or a
+//! part]` (a part of one name names it), and `per PARAM` at the end to narrow by another
+//! argument (`[one of devices per snapshot]`, `[window start per pool]` for `'peak'`).
+//!
 //! A file without `@param` lines becomes a view named after the file; one with parameters
 //! becomes a table function whose arguments are bound, in order, to the `$name` placeholders of
 //! the query as typed literal values (a value can never change the statement's structure).
@@ -25,11 +32,8 @@
 //! format joins it by adding a file, and the engine never names a format.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::catalog::view::ViewTable;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::metadata::FieldMetadata;
 use datafusion::common::Column;
 use datafusion::common::{plan_err, DataFusionError, Result as DfResult, ScalarValue};
@@ -49,6 +53,60 @@ pub struct Param {
     pub sql_type: String,
     pub default: Option<String>,
     pub doc: String,
+    /// How its argument is checked, when it is.
+    pub check: Option<Check>,
+}
+
+/// What a checked parameter stands for: `[KIND]` or `[KIND per PARAM]` at the start of its
+/// description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub kind: CheckKind,
+    /// `per PARAM`: the argument of PARAM narrows the check (the names listed with that key;
+    /// the peak of that pool).
+    pub per: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckKind {
+    /// `moment`: a moment of the format's run (its fact `range`), ns, or written readably.
+    Moment,
+    /// `window start`: the start of a window of the run, as a moment.
+    WindowStart,
+    /// `window end`: the end of a window of the run, as a moment.
+    WindowEnd,
+    /// `one of FACT`: one of the names of the format's fact FACT; `or a part` lets a part of
+    /// exactly one name stand for it.
+    OneOf { fact: String, by_part: bool },
+}
+
+impl Check {
+    /// `moment`, `one of pools`, `one of devices per snapshot`.
+    fn parse(text: &str) -> Result<Check, String> {
+        let (kind, per) = match text.rsplit_once(" per ") {
+            Some((k, p)) => (k.trim(), Some(p.trim().to_string())),
+            None => (text.trim(), None),
+        };
+        let kind = match kind {
+            "moment" => CheckKind::Moment,
+            "window start" => CheckKind::WindowStart,
+            "window end" => CheckKind::WindowEnd,
+            other => match other.strip_prefix("one of ") {
+                Some(rest) => {
+                    let (fact, by_part) = match rest.strip_suffix(" or a part") {
+                        Some(f) => (f, true),
+                        None => (rest, false),
+                    };
+                    CheckKind::OneOf {
+                        fact: fact.trim().to_string(),
+                        by_part,
+                    }
+                }
+                None => return Err(format!("unknown check [{text}]: [moment], [window start], [window end], [one of FACT] or [one of FACT or a part], each with an optional `per PARAM`")),
+            },
+        };
+        Ok(Check { kind, per })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +147,11 @@ pub struct ColumnDoc {
 }
 
 impl Analysis {
+    /// The format whose library holds it (its folder): `memscope`.
+    pub fn format(&self) -> &str {
+        self.path.split('/').next().unwrap_or_default()
+    }
+
     pub fn is_table_function(&self) -> bool {
         !self.params.is_empty()
     }
@@ -172,12 +235,20 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
                 }
                 None => (None, rest),
             };
+            let (check, doc) = match doc.strip_prefix('[').and_then(|d| d.split_once(']')) {
+                Some((check, doc)) => (
+                    Some(Check::parse(check).map_err(|e| format!("sql/{path}:{}: {e}", n + 1))?),
+                    doc.trim().to_string(),
+                ),
+                None => (None, doc),
+            };
             params.push(Param {
                 name: pname.to_string(),
                 data_type,
                 sql_type: ptype.to_uppercase(),
                 default,
                 doc,
+                check,
             });
         } else if let Some(c) = comment.strip_prefix("@column ") {
             columns.push(parse_column(c).map_err(|e| format!("sql/{path}:{}: {e}", n + 1))?);
@@ -219,6 +290,16 @@ pub fn parse(path: &str, text: &str) -> Result<Analysis, String> {
         return Err(format!(
             "sql/{path}: the comment block must open with `-- {name}: what it answers`"
         ));
+    }
+    for p in &params {
+        if let Some(per) = p.check.as_ref().and_then(|c| c.per.as_deref()) {
+            if !params.iter().any(|q| q.name == per) {
+                return Err(format!(
+                    "sql/{path}: @param {}: `per {per}` names no parameter",
+                    p.name
+                ));
+            }
+        }
     }
     if stored && !params.is_empty() {
         return Err(format!(
@@ -356,25 +437,6 @@ fn union_body(columns: &[ColumnDoc], parts: &[&str]) -> String {
         .map(|p| format!("SELECT * FROM {p}"))
         .collect::<Vec<_>>()
         .join(" UNION ALL ")
-}
-
-/// A parameterised analysis as a DataFusion table function.
-#[derive(Debug)]
-pub struct SqlTableFunction {
-    pub analysis: Analysis,
-}
-
-fn literal(e: &Expr) -> Option<ScalarValue> {
-    match e {
-        Expr::Literal(v, _) => Some(v.clone()),
-        Expr::Negative(inner) => match literal(inner)? {
-            ScalarValue::Int64(Some(v)) => Some(ScalarValue::Int64(Some(-v))),
-            ScalarValue::Float64(Some(v)) => Some(ScalarValue::Float64(Some(-v))),
-            _ => None,
-        },
-        Expr::Cast(c) => literal(&c.expr)?.cast_to(c.field.data_type()).ok(),
-        _ => None,
-    }
 }
 
 /// Binds arguments (and defaults) to the analysis's parameters as typed values.
@@ -576,54 +638,6 @@ pub fn topological(analyses: &[Analysis]) -> Result<Vec<&Analysis>, String> {
     Ok(order)
 }
 
-impl TableFunctionImpl for SqlTableFunction {
-    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
-        use crate::calls::{self, Arg};
-        let mut given = Vec::new();
-        for (i, e) in args.exprs().iter().enumerate() {
-            given.push(match (literal(e), e) {
-                (Some(v), _) => Arg::Value(v),
-                (None, Expr::ScalarSubquery(s)) => Arg::Subquery(s.clone()),
-                (None, _) => {
-                    return plan_err!(
-                        "{}: argument {} must be a constant or a scalar subquery `(SELECT ...)` (got {e})",
-                        self.analysis.name,
-                        i + 1
-                    )
-                }
-            });
-        }
-        let Some(state) = args.session().as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("{}: no session state", self.analysis.name);
-        };
-        // Planning only resolves tables registered in memory, so it completes without I/O.
-        let plan_with = |values: &[ScalarValue]| -> DfResult<LogicalPlan> {
-            let bound = bind(&self.analysis, values)?;
-            futures::executor::block_on(plan(state, &self.analysis, bound))
-        };
-        if given.len() > self.analysis.params.len() || !calls::needs_checks(&self.analysis, &given)
-        {
-            let values: Vec<ScalarValue> = given
-                .into_iter()
-                .map(|a| match a {
-                    Arg::Value(v) => v,
-                    Arg::Subquery(_) => ScalarValue::Null,
-                })
-                .collect();
-            return Ok(Arc::new(ViewTable::new(plan_with(&values)?, None)));
-        }
-        // Checked, and planned with the real values, when scanned.
-        let stand_in = calls::stand_in(&self.analysis, &given);
-        let plan = plan_with(&stand_in)?;
-        Ok(Arc::new(calls::CheckedCall {
-            analysis: self.analysis.clone(),
-            args: given,
-            stand_in,
-            plan,
-        }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -657,6 +671,40 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("sql/x/f.sql: `@stored` is for views"), "{err}");
+        assert_eq!(a.params[0].check, None);
+        // How an argument is checked opens its description.
+        let f = parse(
+            "x/f.sql",
+            "-- f: z\n-- @param s VARCHAR = NULL [one of snapshots or a part] a snapshot\n-- @param d BIGINT = NULL [one of devices per s] a device\nSELECT $s, $d",
+        )
+        .unwrap();
+        let one_of = |fact: &str, by_part| CheckKind::OneOf {
+            fact: fact.into(),
+            by_part,
+        };
+        assert_eq!(f.params[0].doc, "a snapshot");
+        assert_eq!(
+            f.params[0].check,
+            Some(Check {
+                kind: one_of("snapshots", true),
+                per: None
+            })
+        );
+        assert_eq!(
+            f.params[1].check,
+            Some(Check {
+                kind: one_of("devices", false),
+                per: Some("s".into())
+            })
+        );
+        let err = parse(
+            "x/f.sql",
+            "-- f: z\n-- @param d BIGINT [moment per q] d\nSELECT $d",
+        )
+        .unwrap_err();
+        assert!(err.contains("`per q` names no parameter"), "{err}");
+        let err = parse("x/f.sql", "-- f: z\n-- @param d BIGINT [when] d\nSELECT $d").unwrap_err();
+        assert!(err.contains("sql/x/f.sql:2: unknown check [when]"), "{err}");
         assert_eq!(a.body, "SELECT $ts AS t, $pool AS p");
         assert_eq!(a.call_form(), "breakdown_at(ts [, pool])");
         let bound = bind(&a, &[ScalarValue::Int64(Some(5))]).unwrap();

@@ -233,7 +233,7 @@ async fn store_views(
     catalog: &Catalog,
 ) -> Result<Manifest> {
     let fatal = |e: &MemqError| matches!(e, MemqError::Input { .. });
-    use memq_engine::{calls, library, stored, Engine};
+    use memq_engine::{facts, library, stored, Engine};
     let warn = |what: &str, e: &MemqError| {
         eprintln!("memq: warning: {what} not stored with the dataset ({e}); queries compute it");
     };
@@ -265,7 +265,9 @@ async fn store_views(
             Err(e) => warn(&format!("view {name} was"), &e),
         }
     }
-    manifest.facts = calls::Facts::compute(&engine.ctx).await;
+    manifest.facts = facts::Facts::of(engine.ctx.state().config())
+        .compute(&engine.ctx)
+        .await;
     manifest.library = Some(stored::fingerprint(&analyses));
     Ok(manifest)
 }

@@ -10,8 +10,8 @@
 -- of `breakdown_at`. ORDER BY source, pid, device, pool, tree_order lists the tree the way the
 -- reference draws it: each node right before its descendants, siblings by bytes, largest first.
 --
--- @param ts BIGINT the moment to look at: ns since the Unix epoch, '+12.3s' (from the run's start; ms, us, ns, min, h too), an ISO time ('2025-12-05T02:00:12.5Z'), 'start', 'end', 'peak' (each series' own peak of live bytes), or a subquery (SELECT ts FROM ...)
--- @param pool VARCHAR = 'HAL' the pool to decompose; NULL = every pool, each separately
+-- @param ts BIGINT [moment] the moment to look at: ns since the Unix epoch, '+12.3s' (from the run's start; ms, us, ns, min, h too), an ISO time ('2025-12-05T02:00:12.5Z'), 'start', 'end', 'peak' (each series' own peak of live bytes), or a subquery (SELECT ts FROM ...)
+-- @param pool VARCHAR = 'HAL' [one of pools] the pool to decompose; NULL = every pool, each separately
 -- @column source     VARCHAR input file
 -- @column pid        BIGINT  process id
 -- @column device     VARCHAR Device Id as written

@@ -16,7 +16,7 @@
 -- device, pool, metric, bucket (ready for a chart).
 --
 -- @param n BIGINT number of buckets per series (>= 1)
--- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, each separately
+-- @param pool VARCHAR = NULL [one of pools] only this pool (HAL, PTA, ...); NULL = every pool, each separately
 -- @column source      VARCHAR input file
 -- @column pid         BIGINT  process id
 -- @column device      VARCHAR Device Id as written

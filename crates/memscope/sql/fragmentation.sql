@@ -11,7 +11,7 @@
 -- printed as a legend (docs/reference-differences.md).
 --
 -- The figures of each series are folded at ingest, as `curve` is written (table pool_frag,
--- crates/memscope/src/frag.rs: one pass over the pool rows in time order, the 5 lowest-usage
+-- crates/memscope/src/derive/frag.rs: one pass over the pool rows in time order, the 5 lowest-usage
 -- samples kept as it goes); tests/oracle/sql/fragmentation.sql computes the same from `curve`
 -- and the tests check that both agree. `expansions` counts the rows of table expansions.
 --

@@ -20,7 +20,7 @@
 --
 -- Rows are ordered by source, pid, device, pool, kind, then bytes descending.
 -- @param at VARCHAR the moment: ns time, 'step N [start|end]' or 'mark NAME'
--- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool
+-- @param pool VARCHAR = NULL [one of pools] only this pool (HAL, PTA, ...); NULL = every pool
 -- @column source      VARCHAR input file
 -- @column pid         BIGINT  process id
 -- @column device      VARCHAR Device Id as written

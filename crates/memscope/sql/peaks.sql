@@ -12,7 +12,7 @@
 -- be concluded (without FREEs live bytes only rise; without MALLOCs they stay 0) and is no peak;
 -- its used/total peaks (the tool's own counters) stand. On ties the earliest row wins (time,
 -- then file order; rows without a time last).
--- Found at ingest, as the curve is written (table curve_peaks, crates/memscope/src/tiles.rs);
+-- Found at ingest, as the curve is written (table curve_peaks, crates/memscope/src/derive/tiles.rs);
 -- tests/oracle/sql/peaks.sql is the same answer as a query over `curve`, and the tests check
 -- that both agree. Rows come in no particular order.
 -- Pools, processes and devices are never mixed. (The `--peak` of aggregate_dump.py, the

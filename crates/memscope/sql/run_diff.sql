@@ -30,8 +30,8 @@
 -- changed, same.
 --
 -- Rows are ordered by the size of the change, largest first (abs(alloc_change) DESC).
--- @param a VARCHAR side A: a capture (see capture()) or a source file
--- @param b VARCHAR side B: a capture or a source file
+-- @param a VARCHAR [one of captures] side A: a capture (see capture()) or a source file
+-- @param b VARCHAR [one of captures] side B: a capture or a source file
 -- @param align VARCHAR = 'step' what to align the runs on: step, mark, op or kernel
 -- @column dimension    VARCHAR owner, category, user_frame, kernel or point
 -- @column key          VARCHAR the owner, category, user frame ('(no user frame)' without one), op/kernel name, or the point's name
@@ -58,7 +58,7 @@ names AS (
     SELECT DISTINCT source FROM blocks
 ),
 -- the two sides must differ (that each names a capture or file of the dataset is checked when
--- the call is planned, with the names there are: crates/engine/src/calls.rs)
+-- the call is planned, with the names there are: crates/engine/src/checks.rs)
 checked AS (
     SELECT raise_unless($a <> $b, concat('run_diff: `', $a, '` and `', $b, '` must name two different captures or sources of this dataset'))
        AND raise_unless($align IN ('step', 'mark', 'op', 'kernel'), concat('run_diff: align `', $align, '` is not one of step, mark, op, kernel')) AS ok

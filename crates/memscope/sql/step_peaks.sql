@@ -9,7 +9,7 @@
 -- at or before the row; curve.step: set when the row is inside it), the rows are folded per
 -- (series, step_k) as they are written (table step_usage), and the walk over each series'
 -- steps that makes these rows runs once, at ingest too (table step_levels,
--- crates/memscope/src/tiles.rs; tests/oracle/sql/step_peaks.sql is the same walk in SQL, and
+-- crates/memscope/src/derive/tiles.rs; tests/oracle/sql/step_peaks.sql is the same walk in SQL, and
 -- the tests check both agree on every kind of input). Per step and pool:
 -- start_used = the last value of the intervals before the step (from the start of one step to
 -- the start of the next; before the first); peak_used = the larger of start_used and the

@@ -19,7 +19,7 @@
 --
 -- Rows are ordered by source, pid, device, pool, bucket.
 -- @param buckets BIGINT number of time buckets per series, ≥ 1 (the reference default is 20)
--- @param pool VARCHAR = NULL only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
+-- @param pool VARCHAR = NULL [one of pools] only this pool (HAL, PTA, ATB, MINDSPORE, HOST_PINNED, ...); NULL = every pool except HOST_PINNED
 -- @column source               VARCHAR input file
 -- @column pid                  BIGINT  process id
 -- @column device               VARCHAR Device Id as written
@@ -64,7 +64,7 @@ bounds AS (
 ),
 -- the non-empty buckets: each point in its bucket. When `buckets` divides 20160 they are
 -- folded from table usage_tiles (each series cut into 20160 tiles over the same span at
--- ingest, a bucket being exactly 20160 / buckets tiles: crates/memscope/src/tiles.rs);
+-- ingest, a bucket being exactly 20160 / buckets tiles: crates/memscope/src/derive/tiles.rs);
 -- otherwise from the points. Both give the same buckets.
 filled AS (
     SELECT source, pid, device, pool, ts_min, ts_max, tile / GREATEST(20160 / $buckets, 1) AS bucket,

@@ -20,9 +20,9 @@
 -- without FREE is counted as `replaced` instead of silently dropped (docs/reference-differences.md).
 --
 -- Rows are ordered by source, pid, device, pool.
--- @param t0 BIGINT window start, ns (inclusive)
--- @param t1 BIGINT window end, ns (inclusive)
--- @param pool VARCHAR = NULL only this pool (HAL, PTA, ...); NULL = every pool, one row per series
+-- @param t0 BIGINT [window start per pool] window start, ns (inclusive)
+-- @param t1 BIGINT [window end per pool] window end, ns (inclusive)
+-- @param pool VARCHAR = NULL [one of pools] only this pool (HAL, PTA, ...); NULL = every pool, one row per series
 -- @column source            VARCHAR   input file
 -- @column pid               BIGINT    process id
 -- @column device            VARCHAR   Device Id as written

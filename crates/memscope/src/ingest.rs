@@ -17,13 +17,13 @@ use memq_core::error::{MemqError, Result};
 use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport, WholeFile};
 use memq_core::rejects::RejectsBuilder;
 
-use crate::companions;
-use crate::csv_dump;
-use crate::db_dump;
 use crate::derive::Deriver;
-use crate::output::DumpSummary;
-use crate::output::{SourceOutput, BATCH_ROWS};
+use crate::read::companions;
+use crate::read::csv;
+use crate::read::db;
 use crate::schema as ms;
+use crate::staging::DumpSummary;
+use crate::staging::{SourceOutput, BATCH_ROWS};
 
 /// Ingests every memscope source into `out`; one report per source, in order.
 pub async fn ingest(
@@ -150,9 +150,9 @@ fn parse_dump(
     let (summary, python_trace, passed) = match source.kind {
         SourceKind::MemscopeDb => {
             let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
-            let conn = db_dump::open(&source.path)?;
-            let summary = db_dump::read(&source.path, &conn, out)?;
-            let tables = db_dump::python_trace_tables(&conn, &source.path)?;
+            let conn = db::open(&source.path)?;
+            let summary = db::read(&source.path, &conn, out)?;
+            let tables = db::python_trace_tables(&conn, &source.path)?;
             let trace = if tables.is_empty() {
                 None
             } else {
@@ -172,7 +172,7 @@ fn parse_dump(
             let out = SourceOutput::create_for_runs(&source.name, &rejects_path);
             let runs = events_staging.with_extension("runs");
             let mut pass = DerivePass::create(dataset, source)?;
-            let summary = csv_dump::read_sorted(
+            let summary = csv::read_sorted(
                 &source.path,
                 input,
                 out,
@@ -347,7 +347,7 @@ async fn derive(
             Ok(staging_dir.join(format!("{name}-{}.parquet", source.index)))
         }
     };
-    let files = crate::curve::Outputs {
+    let files = crate::derive::curve::Outputs {
         curve: target,
         expansions: beside("expansions")?,
         tiles: beside("curve_tiles")?,
@@ -373,9 +373,14 @@ async fn derive(
     let folding = {
         let (name, outputs) = (source.name.clone(), files.clone());
         std::thread::spawn(move || {
-            let index = crate::steps::StepIndex::new(&steps);
-            let rows =
-                crate::curve::finish(curve_staging, &name, &held_shadow_rows, &index, &outputs);
+            let index = crate::derive::steps::StepIndex::new(&steps);
+            let rows = crate::derive::curve::finish(
+                curve_staging,
+                &name,
+                &held_shadow_rows,
+                &index,
+                &outputs,
+            );
             (rows, steps)
         })
     };
@@ -413,7 +418,7 @@ async fn derive(
             (&ms::mem_snapshots(), &mem_snapshots),
             (
                 &ms::steps(),
-                &crate::steps::steps_batch(&source.name, &steps),
+                &crate::derive::steps::steps_batch(&source.name, &steps),
             ),
         ],
     )

@@ -1,39 +1,34 @@
 //! msMemScope dumps — CSV and SQLite dumps, whole output folders and their companion files —
 //! as a memq [`Format`]. Format notes: docs/formats/memscope.md.
 //!
-//! The route of one CSV dump, module by module: [`records`] splits the file into records
-//! (quote-aware, multi-line stacks) → [`csv_dump`] maps columns by header name into
-//! [`events`] rows, parsing the Attr cell with [`attr`] → [`output`] streams events and
-//! rejects to staging files (per-worker Arrow IPC runs for a CSV, a staging Parquet file for a
-//! db) → [`ingest`] sorts them into canonical order and runs
-//! [`derive`] (blocks with their [`fates`], [`curve`], oom, mem_snapshots) → the dataset writer of memq-core.
+//! The modules follow the stages of an ingest:
+//!
+//! - [`read`]: the inputs into rows — [`read::records`] splits a CSV into records
+//!   (quote-aware, multi-line stacks), [`read::csv`] maps columns by header name into
+//!   [`read::events`] rows (the Attr cell parsed by [`read::attr`]) on every core; [`read::db`]
+//!   reads SQLite dumps, [`read::companions`] an output folder's other files;
+//! - [`staging`]: where a source's rows go while it is read — per-worker sorted Arrow IPC runs
+//!   for a CSV ([`staging::runs`]), a staging file for a db — merged into canonical order;
+//! - [`derive`]: the one pass over each source's events in that order — blocks with their
+//!   [`derive::fates`], [`derive::steps`], [`derive::curve`] and what is folded from it
+//!   ([`derive::tiles`], [`derive::frag`]);
+//!
+//! [`ingest`] runs the stages for a format's sources; [`schema`] declares the tables,
+//! [`functions`] the SQL functions, [`to_db`] writes an Insight db back.
 
-pub mod attr;
-pub mod companions;
-pub mod counts;
-pub mod csv_dump;
-pub mod curve;
-pub mod db_dump;
 pub mod derive;
-pub mod events;
-pub mod fates;
-pub mod frag;
 pub mod functions;
 pub mod ingest;
-pub mod output;
-pub mod owner;
-pub mod records;
+pub mod read;
 pub mod schema;
-pub mod series;
-pub mod steps;
-pub mod tiles;
+pub mod staging;
 pub mod to_db;
 
 use memq_core::catalog::TableDef;
 use memq_core::dataset::DatasetBuilder;
 use memq_core::error::Result;
 use memq_core::format::{
-    Candidate, Format, Function, Progress, Source, SourceKind, SourceReport, SqlFile,
+    Candidate, Fact, Format, Function, Progress, Source, SourceKind, SourceReport, SqlFile,
 };
 
 /// The analyses of `sql/`.
@@ -153,6 +148,43 @@ impl Format for Memscope {
 
     fn sql_files(&self) -> &'static [SqlFile] {
         SQL_FILES
+    }
+
+    fn facts(&self) -> Vec<Fact> {
+        vec![
+            // From `event_counts` (a row per source, process, device and event with its first
+            // and last time), not a scan of `events`.
+            Fact {
+                name: "range",
+                item: "msMemScope events",
+                sql: "SELECT min(first_ts), max(last_ts) FROM event_counts",
+            },
+            Fact {
+                name: "peak",
+                item: "memory curve",
+                sql: "SELECT ts FROM curve WHERE ($1 IS NULL OR pool = $1) \
+                      ORDER BY live_bytes DESC NULLS LAST, ts LIMIT 1",
+            },
+            Fact {
+                name: "steps",
+                item: "step",
+                sql: "SELECT start_ts, end_ts, step FROM steps ORDER BY 1, 2, 3",
+            },
+            // The pools of `curve` (a row per MALLOC/FREE row, its pool the row's Event Type).
+            Fact {
+                name: "pools",
+                item: "pool",
+                sql: "SELECT DISTINCT event_type AS pool FROM event_counts \
+                      WHERE event IN ('MALLOC', 'FREE') ORDER BY pool",
+            },
+            // What a side of `run_diff` may name: a capture (memscope-format §5.9) or a file.
+            Fact {
+                name: "captures",
+                item: "capture",
+                sql: "SELECT name FROM (SELECT DISTINCT capture(source) AS name FROM blocks \
+                      UNION SELECT DISTINCT source FROM blocks) AS n ORDER BY name",
+            },
+        ]
     }
 }
 

@@ -221,7 +221,7 @@ pub fn curve_tiles() -> TableDef {
     columns.extend(tile_metric!("live", "`live_bytes` (>= 0)"));
     TableDef {
         name: "curve_tiles",
-        doc: "The curve of each series (source, pid, device, pool) folded into 20160 equal time tiles at ingest: per metric the count, first, last, smallest and largest value of the tile's rows (rows with a time; tiles without rows are not stored). curve_buckets(n) folds these tiles when n divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
+        doc: "The curve of each series (source, pid, device, pool) folded into 20160 equal time tiles at ingest: per metric the count, first, last, smallest and largest value of the tile's rows (rows with a time; tiles without rows are not stored). curve_buckets(n) folds these tiles when n divides 20160 (crates/memscope/src/derive/tiles.rs). Ordered by series, then tile.",
         sort_order: &["source", "pid", "device", "pool", "tile"],
         columns,
     }
@@ -230,7 +230,7 @@ pub fn curve_tiles() -> TableDef {
 pub fn usage_tiles() -> TableDef {
     TableDef {
         name: "usage_tiles",
-        doc: "The points of view usage_series (each pool's counters; for HAL the live bytes of the rows that change a block's bytes) folded into 20160 equal time tiles per series at ingest, over the series' span from its first to its last point with used >= 0 (points before or after it fall in the first or last tile). trend(buckets) folds these tiles when buckets divides 20160 (crates/memscope/src/tiles.rs). Ordered by series, then tile.",
+        doc: "The points of view usage_series (each pool's counters; for HAL the live bytes of the rows that change a block's bytes) folded into 20160 equal time tiles per series at ingest, over the series' span from its first to its last point with used >= 0 (points before or after it fall in the first or last tile). trend(buckets) folds these tiles when buckets divides 20160 (crates/memscope/src/derive/tiles.rs). Ordered by series, then tile.",
         sort_order: &["source", "pid", "device", "pool", "tile"],
         columns: [
             series_columns(),
@@ -282,7 +282,7 @@ pub fn hal_mallocs() -> TableDef {
 pub fn step_usage() -> TableDef {
     TableDef {
         name: "step_usage",
-        doc: "The points of view usage_series folded per step interval at ingest: for each series and curve.step_k (from the start of that step of the process and device to the start of the next; 0 before the first step), the values of its points inside the step and the last value of the interval. Read by step_peaks (crates/memscope/src/tiles.rs). Ordered by series, then step_k.",
+        doc: "The points of view usage_series folded per step interval at ingest: for each series and curve.step_k (from the start of that step of the process and device to the start of the next; 0 before the first step), the values of its points inside the step and the last value of the interval. Read by step_peaks (crates/memscope/src/derive/tiles.rs). Ordered by series, then step_k.",
         sort_order: &["source", "pid", "device", "pool", "step_k"],
         columns: [
             series_columns(),
@@ -302,7 +302,7 @@ pub fn step_usage() -> TableDef {
 pub fn step_levels() -> TableDef {
     TableDef {
         name: "step_levels",
-        doc: "The rows of view step_peaks, found at ingest from the step intervals of each series (table step_usage) and the steps of its process and device (crates/memscope/src/tiles.rs): per pool and step, the level at the start, the peak, the level at the end and the growth. Ordered by series, then step.",
+        doc: "The rows of view step_peaks, found at ingest from the step intervals of each series (table step_usage) and the steps of its process and device (crates/memscope/src/derive/tiles.rs): per pool and step, the level at the start, the peak, the level at the end and the growth. Ordered by series, then step.",
         sort_order: &["source", "pid", "device", "pool", "start_ts"],
         columns: vec![
             req("source", Utf8, "input file"),
@@ -334,7 +334,7 @@ pub fn pool_frag() -> TableDef {
     };
     TableDef {
         name: "pool_frag",
-        doc: "The figures of view fragmentation for each series of a framework pool (not HAL) with rows carrying `total`, folded at ingest as curve is written (crates/memscope/src/frag.rs). A sample is a row with `used` and `total > 0`; fragmentation = (total - used) / total * 100. Ordered by series.",
+        doc: "The figures of view fragmentation for each series of a framework pool (not HAL) with rows carrying `total`, folded at ingest as curve is written (crates/memscope/src/derive/frag.rs). A sample is a row with `used` and `total > 0`; fragmentation = (total - used) / total * 100. Ordered by series.",
         sort_order: &["source", "pid", "device", "pool"],
         columns: [
             series_columns(),
@@ -378,7 +378,7 @@ pub fn owner_live_peaks() -> TableDef {
 pub fn owner_totals() -> TableDef {
     TableDef {
         name: "owner_totals",
-        doc: "The blocks of each owner in each series, summed at ingest as `blocks` is written (crates/memscope/src/derive.rs): what view owner_peaks reports as total_bytes, blocks and end_bytes. Blocks without an allocation time (a FREE with no MALLOC) are left out. Ordered by series, then owner.",
+        doc: "The blocks of each owner in each series, summed at ingest as `blocks` is written (crates/memscope/src/derive/mod.rs): what view owner_peaks reports as total_bytes, blocks and end_bytes. Blocks without an allocation time (a FREE with no MALLOC) are left out. Ordered by series, then owner.",
         sort_order: &["source", "pid", "device", "pool", "owner"],
         columns: [
             series_columns(),

@@ -29,7 +29,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use futures::StreamExt;
 use rusqlite::{params, Connection};
 
-use crate::attr;
+use crate::read::attr;
 use datafusion::prelude::SessionContext;
 use memq_core::error::{Location, MemqError, Result};
 

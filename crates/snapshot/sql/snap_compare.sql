@@ -22,8 +22,8 @@
 -- The reference's compare matches segments by address and reports the positional database as the
 -- "before"; see docs/reference-differences.md.
 --
--- @param a VARCHAR  the earlier snapshot (its source name, as in snap_segments.snapshot)
--- @param b VARCHAR  the later snapshot
+-- @param a VARCHAR  [one of snapshots or a part] the earlier snapshot (its source name, as in snap_segments.snapshot)
+-- @param b VARCHAR  [one of snapshots or a part] the later snapshot
 -- @column snapshot_a VARCHAR the earlier snapshot (argument a)
 -- @column snapshot_b VARCHAR the later snapshot (argument b)
 -- @column kind       VARCHAR total, segment_size, stack or user_frame (rows come in this order)

@@ -23,8 +23,8 @@
 -- and Σ requested_size of the blocks snap_timeline.active_bytes at that entry.
 --
 -- @param seq BIGINT                  the trace entry (snap_traces.seq) after which to show the state; -1 = before the first entry
--- @param snapshot VARCHAR = NULL     only this snapshot (its source name); NULL = every snapshot
--- @param device BIGINT = NULL        only this device; NULL = every device
+-- @param snapshot VARCHAR = NULL     [one of snapshots or a part] only this snapshot (its source name); NULL = every snapshot
+-- @param device BIGINT = NULL        [one of devices per snapshot] only this device; NULL = every device
 -- @column snapshot           VARCHAR the snapshot (source name)
 -- @column device             BIGINT  device ordinal
 -- @column seq                BIGINT  the entry the state follows (the argument)

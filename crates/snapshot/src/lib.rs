@@ -29,7 +29,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use memq_core::catalog::TableDef;
 use memq_core::dataset::{table_properties, DatasetBuilder, ParallelSink, ParquetSink};
 use memq_core::error::{Location, MemqError, Result};
-use memq_core::format::{Candidate, Format, Progress, Source, SourceKind, SourceReport, SqlFile};
+use memq_core::format::{
+    Candidate, Fact, Format, Progress, Source, SourceKind, SourceReport, SqlFile,
+};
 use memq_pickle::stream::STREAM_CONFLICT;
 use memq_pickle::{DecodeError, Decoded};
 
@@ -506,6 +508,30 @@ impl Format for Snapshot {
 
     fn sql_files(&self) -> &'static [SqlFile] {
         SQL_FILES
+    }
+
+    fn facts(&self) -> Vec<Fact> {
+        vec![
+            Fact {
+                name: "range",
+                item: "snapshot trace entries",
+                sql: "SELECT min(time_us) * 1000, max(time_us) * 1000 FROM snap_traces",
+            },
+            Fact {
+                name: "snapshots",
+                item: "snapshot",
+                sql: "SELECT DISTINCT snapshot FROM snap_info ORDER BY snapshot",
+            },
+            // Every device with segments or trace entries, with its snapshot (the key a
+            // `per snapshot` check narrows by).
+            Fact {
+                name: "devices",
+                item: "device",
+                sql: "SELECT DISTINCT device, snapshot FROM (SELECT device, snapshot \
+                      FROM snap_segments UNION ALL SELECT device, snapshot FROM snap_traces) AS d \
+                      WHERE device IS NOT NULL ORDER BY device",
+            },
+        ]
     }
 }
 

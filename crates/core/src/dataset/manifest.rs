@@ -50,7 +50,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
     /// What the engine's fact queries answered over the dataset (its time range, pools,
-    /// steps…, which the argument checks read; crates/engine/src/calls.rs): each query's text
+    /// steps…, which the argument checks read; crates/engine/src/checks.rs): each query's text
     /// and its rows, computed with the stored views and read only by the same library.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub facts: BTreeMap<String, Vec<Vec<FactValue>>>,

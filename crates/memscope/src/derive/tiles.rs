@@ -35,9 +35,9 @@ use memq_core::catalog::TableDef;
 use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
 
+use crate::derive::series::{opt, series_order, Series, SeriesMap, StagingCols};
+use crate::derive::steps::{Step, StepIndex};
 use crate::schema;
-use crate::series::{opt, series_order, Series, SeriesMap, StagingCols};
-use crate::steps::{Step, StepIndex};
 
 /// Tiles per series: 20 160 = 2^6 · 3^2 · 5 · 7, divisible by every n up to 10 and by 12, 14,
 /// 15, 16, 18, 20, 24, 28, 30, 32, 35, 36, 40, ..., 240, 280, 288, 315, 320, 336, 360, ...

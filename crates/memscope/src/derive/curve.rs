@@ -5,7 +5,7 @@
 //! Two steps. During the pairing pass ([`crate::derive`]) each MALLOC/FREE row is appended to
 //! the staging file (Arrow IPC) of its series with the change of live bytes it causes; a row
 //! that ends a block by a shadow FREE is marked, because whether that memory was released is
-//! only known once the whole source has been read ([`crate::fates`]). [`finish`] then streams
+//! only known once the whole source has been read ([`crate::derive::fates`]). [`finish`] then streams
 //! the staging files once, in series order, drops the change of every shadow FREE whose block
 //! is held at the end, and writes the running sum per series. The table comes out in its
 //! declared order (series, then time) without a sort, so that the analyses' windows and
@@ -29,12 +29,12 @@ use datafusion::arrow::record_batch::RecordBatch;
 use memq_core::dataset::{table_properties, ParquetSink};
 use memq_core::error::{MemqError, Result};
 
-use crate::schema;
-use crate::series::{
+use crate::derive::series::{
     named_columns, opt, order_key, series_order, ByName, Series, SeriesMap, StagingCols,
 };
-use crate::steps::StepIndex;
-use crate::tiles::Ranges;
+use crate::derive::steps::StepIndex;
+use crate::derive::tiles::Ranges;
+use crate::schema;
 
 /// The staging columns: the curve's own columns but `source` and `live_bytes`, plus the change
 /// of live bytes and whether it waits on a shadow block's fate.
@@ -232,7 +232,7 @@ pub struct CurveStaging {
     files: Vec<StagingFile>,
     /// The file shared by series beyond MAX_SERIES_FILES.
     overflow: Option<usize>,
-    /// Each series' time ranges, for the tiles of [`crate::tiles`].
+    /// Each series' time ranges, for the tiles of [`crate::derive::tiles`].
     ranges: Vec<Ranges>,
     /// The series of the previous row, its file and range (rows of one series come in runs).
     last: Option<(Series, usize, usize)>,
@@ -415,8 +415,8 @@ pub struct Outputs<P> {
 /// Writes the rows of table `curve` of `source` to `out.curve` from the staging files: `held`
 /// holds the row_idx of every shadow FREE whose block still counts as held at the end (its
 /// change is dropped). The rows of tables `expansions`, `curve_tiles`, `usage_tiles`,
-/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::tiles`]) and `pool_frag`
-/// ([`crate::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
+/// `step_usage`, `step_levels`, `curve_peaks` ([`crate::derive::tiles`]) and `pool_frag`
+/// ([`crate::derive::frag`]) found on the way go to the other outputs. When `staged.needs_sort()`, each
 /// output but `peaks`, `step_levels` and `frag` (written in series order at the end) is a
 /// staging file the caller sorts into place. Returns the rows of each.
 pub fn finish(
@@ -451,13 +451,13 @@ pub fn finish(
     for (file, _) in staged.files.iter().filter(|(_, hal)| *hal) {
         hal_usage_ranges(file, held, &mut ranges)?;
     }
-    let mut summaries = crate::tiles::Summaries::create(
+    let mut summaries = crate::derive::tiles::Summaries::create(
         source,
         ranges,
         [&out.tiles, &out.usage_tiles, &out.step_usage, &out.peaks].map(PathBuf::as_path),
         &properties,
     )?;
-    let mut frag = crate::frag::Fragmentation::default();
+    let mut frag = crate::derive::frag::Fragmentation::default();
     for (staging, _) in &staged.files {
         let file = File::open(staging).map_err(|e| MemqError::io(staging, e))?;
         let reader = FileReader::try_new(file, None)?;

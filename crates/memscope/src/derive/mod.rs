@@ -1,7 +1,14 @@
 //! Tables derived from a source's events in canonical order (one pass, memory bounded by the
 //! live-block set): `blocks` with each block's fate (docs/formats/memscope.md §5.4–5.5, decided by
-//! [`crate::fates`]), the staging rows of `curve` ([`crate::curve`]), `oom`, `mem_snapshots` and
+//! [`crate::derive::fates`]), the staging rows of `curve` ([`crate::derive::curve`]), `oom`, `mem_snapshots` and
 //! `owner_totals` (the blocks of each owner summed as they are written).
+
+pub mod curve;
+pub mod fates;
+pub mod frag;
+pub mod series;
+pub mod steps;
+pub mod tiles;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,12 +20,12 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::attr;
-use crate::curve::{CurveRow, CurveStaging};
-use crate::fates::{Fate, Fates, Marker};
+use crate::derive::curve::{CurveRow, CurveStaging};
+use crate::derive::fates::{Fate, Fates, Marker};
+use crate::derive::series::{named_columns, ByName};
+use crate::derive::steps::StepMarkers;
+use crate::read::attr;
 use crate::schema;
-use crate::series::{named_columns, ByName};
-use crate::steps::StepMarkers;
 use memq_core::error::Result;
 
 /// One block still live during the pass.
@@ -574,10 +581,10 @@ pub struct Derived {
     pub owner_totals: RecordBatch,
     pub oom: RecordBatch,
     pub mem_snapshots: RecordBatch,
-    /// The steps of every (pid, device) ([`crate::steps`]).
-    pub steps: Vec<((Option<i64>, String), Vec<crate::steps::Step>)>,
-    /// The staging files of `curve` and the rows whose change it must drop ([`crate::curve::finish`]).
-    pub curve_staging: crate::curve::CurveFiles,
+    /// The steps of every (pid, device) ([`crate::derive::steps`]).
+    pub steps: Vec<((Option<i64>, String), Vec<crate::derive::steps::Step>)>,
+    /// The staging files of `curve` and the rows whose change it must drop ([`crate::derive::curve::finish`]).
+    pub curve_staging: crate::derive::curve::CurveFiles,
     pub held_shadow_rows: HashSet<u64>,
 }
 

@@ -24,8 +24,8 @@ use datafusion::parquet::file::properties::WriterProperties;
 use memq_core::dataset::ParquetSink;
 use memq_core::error::Result;
 
+use crate::derive::series::{opt, Series, SeriesMap, StagingCols};
 use crate::schema;
-use crate::series::{opt, Series, SeriesMap, StagingCols};
 
 /// How many of the lowest-usage samples are kept.
 const LOWEST: usize = 5;

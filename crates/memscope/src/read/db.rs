@@ -8,7 +8,7 @@
 //! * Attr is a JSON object of strings (compact or spaced), rendered back to the dump's `{k:v}`
 //!   form so that a db and the CSV written from it give the same `events`; NULL, empty text and
 //!   `{}` all mean no keys. MSTX names and stacks lose one pair of literal enclosing quotes.
-//! * Cells follow the CSV reader's rules ([`csv_dump::process_or_thread_id`] for Process and
+//! * Cells follow the CSV reader's rules ([`csv::process_or_thread_id`] for Process and
 //!   Thread Id); a cell that is not valid UTF-8 rejects its row.
 //! * Every db is opened read-only and immutable, so nothing (`-wal`, `-shm`) is ever written
 //!   beside the input, even in a read-only folder; a WAL-mode db whose `-wal` still holds
@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-use crate::attr;
-use crate::csv_dump;
-use crate::events::EventRow;
-use crate::output::DumpSummary;
-use crate::output::{SourceOutput, TsUnit};
+use crate::read::attr;
+use crate::read::csv;
+use crate::read::events::EventRow;
+use crate::staging::DumpSummary;
+use crate::staging::{SourceOutput, TsUnit};
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::rejects::Reject;
 
@@ -387,7 +387,7 @@ fn parse_row(
         ),
     };
     let id_cell = |i, what| -> std::result::Result<Option<i64>, String> {
-        csv_dump::process_or_thread_id(&cell(i, what)?.unwrap_or_default(), what)
+        csv::process_or_thread_id(&cell(i, what)?.unwrap_or_default(), what)
     };
     ev.pid = id_cell(cols.pid, "Process Id")?;
     ev.tid = id_cell(cols.tid, "Thread Id")?;

@@ -1,6 +1,6 @@
 //! A series of `curve`: one pool of one process on one device, (pid, device, pool). The
-//! passes that fold the curve ([`crate::curve`], [`crate::tiles`], [`crate::frag`]) keep a state
-//! per series and read the staging rows of [`crate::curve`] through [`StagingCols`].
+//! passes that fold the curve ([`crate::derive::curve`], [`crate::derive::tiles`], [`crate::derive::frag`]) keep a state
+//! per series and read the staging rows of [`crate::derive::curve`] through [`StagingCols`].
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -164,7 +164,7 @@ impl<T> SeriesMap<T> {
     }
 }
 
-/// The columns of a batch of curve staging rows ([`crate::curve`]), typed.
+/// The columns of a batch of curve staging rows ([`crate::derive::curve`]), typed.
 pub struct StagingCols<'a> {
     pub pid: &'a Int64Array,
     pub device: &'a StringArray,

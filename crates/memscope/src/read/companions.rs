@@ -11,8 +11,8 @@ use datafusion::arrow::array::{ArrayRef, Int64Builder, StringBuilder, UInt64Buil
 use datafusion::arrow::record_batch::RecordBatch;
 use rusqlite::Connection;
 
-use crate::db_dump::{find_column, sqlite_error};
-use crate::records::{split_fields, RawRecord, RecordReader};
+use crate::read::db::{find_column, sqlite_error};
+use crate::read::records::{split_fields, RawRecord, RecordReader};
 use crate::schema;
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::rejects::{Reject, RejectsBuilder};
@@ -154,7 +154,7 @@ pub fn read_python_trace_db(
     for table in tables {
         let sql = format!("SELECT rowid, * FROM \"{table}\" ORDER BY rowid");
         let mut stmt = conn.prepare(&sql).map_err(|e| sqlite_error(path, e))?;
-        let names = crate::db_dump::select_column_names(conn, path, table, stmt.column_count())?;
+        let names = crate::read::db::select_column_names(conn, path, table, stmt.column_count())?;
         // The tool's columns, or the legacy msLeaks spellings (name, startTimestamp, ...).
         let cols = [
             find_column(&names, &["funcinfo", "name"]),

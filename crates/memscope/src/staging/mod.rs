@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 pub mod runs;
 
-use crate::attr;
-use crate::counts::EventCounts;
-use crate::events::{EventRow, EventsBuilder, GenerationHints};
+use crate::read::attr;
+use crate::read::counts::EventCounts;
+use crate::read::events::{EventRow, EventsBuilder, GenerationHints};
 use crate::schema;
 use memq_core::dataset::{BackgroundSink, ParquetSink};
 use memq_core::error::Result;
@@ -27,7 +27,7 @@ pub struct DumpSummary {
 
 /// Text bytes a batch may hold before it is flushed whatever its row count: Arrow's `Utf8`
 /// columns have 32-bit offsets, so one column of a batch must stay under 2 GiB. With records
-/// capped at [`crate::records::MAX_RECORD_BYTES`], no column of a batch exceeds this plus one
+/// capped at [`crate::read::records::MAX_RECORD_BYTES`], no column of a batch exceeds this plus one
 /// record.
 pub const BATCH_BYTES: usize = 256 << 20;
 
