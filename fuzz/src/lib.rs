@@ -5,8 +5,8 @@
 use std::io::BufReader;
 use std::path::Path;
 
-use memq_memscope::read::attr;
-use memq_memscope::read::records::{split_fields, RawRecord, RecordReader, KEPT_OF_OVERSIZED};
+use memq_memscope::parse::attr;
+use memq_memscope::parse::records::{split_fields, RawRecord, RecordReader, KEPT_OF_OVERSIZED};
 
 pub type Outcome = Result<(), String>;
 

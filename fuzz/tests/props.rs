@@ -3,8 +3,8 @@
 
 use std::io::BufReader;
 
-use memq_memscope::read::attr;
-use memq_memscope::read::records::{split_fields, RawRecord, RecordReader};
+use memq_memscope::parse::attr;
+use memq_memscope::parse::records::{split_fields, RawRecord, RecordReader};
 use proptest::prelude::*;
 
 /// A CSV field as msMemScope writes it: plain text, or quoted when it holds `,` or a line end

@@ -230,7 +230,7 @@ async fn g2_baseline_blocks_show_the_irregular_cases() {
 /// Writes `csv` as the tool's db would (docs/formats/memscope.md §4.1): Attr as a JSON object of
 /// strings, MSTX names and stacks with literal surrounding quotes, rows in file order.
 fn write_tool_db(csv: &std::path::Path, db: &std::path::Path) {
-    use memq_memscope::read::records::{split_fields, RawRecord, RecordReader};
+    use memq_memscope::parse::records::{split_fields, RawRecord, RecordReader};
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute_batch(
         "CREATE TABLE memscope_dump (ID INTEGER, Event TEXT, \"Event Type\" TEXT, Name TEXT, \"Timestamp(ns)\" INTEGER, \
@@ -243,7 +243,8 @@ fn write_tool_db(csv: &std::path::Path, db: &std::path::Path) {
     reader.next_record(&mut rec).unwrap(); // header
     while reader.next_record(&mut rec).unwrap() {
         let f = split_fields(std::str::from_utf8(&rec.bytes).unwrap());
-        let attr = memq_memscope::read::attr::render_json(&memq_memscope::read::attr::parse(&f[9]));
+        let attr =
+            memq_memscope::parse::attr::render_json(&memq_memscope::parse::attr::parse(&f[9]));
         let quoted = |s: &str| {
             if s.is_empty() {
                 String::new()

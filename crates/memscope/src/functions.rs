@@ -11,7 +11,7 @@ use datafusion::common::Result as DfResult;
 use memq_core::format::Function;
 use memq_core::function::{ints, map_opt_str, map_str, scalar, strings};
 
-use crate::read::{attr, owner};
+use crate::parse::{attr, owner};
 
 fn attr_text(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let (cells, keys) = (strings(&args[0])?, strings(&args[1])?);

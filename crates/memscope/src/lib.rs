@@ -3,10 +3,11 @@
 //!
 //! The modules follow the stages of an ingest:
 //!
-//! - [`read`]: the inputs into rows — [`read::records`] splits a CSV into records
-//!   (quote-aware, multi-line stacks), [`read::csv`] maps columns by header name into
-//!   [`read::events`] rows (the Attr cell parsed by [`read::attr`]) on every core; [`read::db`]
-//!   reads SQLite dumps, [`read::companions`] an output folder's other files;
+//! - [`parse`]: text into rows — [`parse::records`] splits a CSV into records (quote-aware,
+//!   multi-line stacks), [`parse::attr`] reads the Attr cell, [`parse::events`] builds rows;
+//! - [`read`]: the readers — [`read::csv`] maps a dump's columns by header name and parses it
+//!   on every core, [`read::db`] reads SQLite dumps, [`read::companions`] an output folder's
+//!   other files;
 //! - [`staging`]: where a source's rows go while it is read — per-worker sorted Arrow IPC runs
 //!   for a CSV ([`staging::runs`]), a staging file for a db — merged into canonical order;
 //! - [`derive`]: the one pass over each source's events in that order — blocks with their
@@ -19,6 +20,7 @@
 pub mod derive;
 pub mod functions;
 pub mod ingest;
+pub mod parse;
 pub mod read;
 pub mod schema;
 pub mod staging;

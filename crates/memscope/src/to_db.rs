@@ -29,7 +29,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use futures::StreamExt;
 use rusqlite::{params, Connection};
 
-use crate::read::attr;
+use crate::parse::attr;
 use datafusion::prelude::SessionContext;
 use memq_core::error::{Location, MemqError, Result};
 

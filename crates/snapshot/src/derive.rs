@@ -11,122 +11,36 @@
 //! * per trace row, the columns of snap_traces that snap_timeline reads (`active_delta`,
 //!   `active_change`, `reserved_delta`, `reserved_change`, `segment_growth_bytes`): what the entry
 //!   changes and the running sums since the window started. The levels before the window are
-//!   known only at its end, so the rows carry sums from zero and [`levels`] the starts;
+//!   known only at its end, so the rows carry sums from zero and
+//!   [`levels`](crate::schema::levels) the starts;
 //! * [`lifetimes`] (`snap_lifetimes`): each allocation from its alloc entry to its free entry
 //!   (MemoryViz's elements), written in batches as the allocations end;
-//! * [`levels`] (`snap_trace_levels`): per device, the levels before the window, the peaks (first
-//!   entry reaching them), the ends, the reference's segment growth, entry counts;
-//! * [`oom_allocs`] (`snap_oom_allocs`): the alloc entries within 50 entries of each oom entry.
+//! * [`levels`](crate::schema::levels) (`snap_trace_levels`): per device, the levels before the
+//!   window, the peaks (first entry reaching them), the ends, the reference's segment growth,
+//!   entry counts;
+//! * [`oom_allocs`](crate::schema::oom_allocs) (`snap_oom_allocs`): the alloc entries within 50
+//!   entries of each oom entry.
 //!
 //! Memory held: the allocations and segments live at the current entry (an address freed is
 //! forgotten) and 50 entries per device, never the trace.
+//!
+//! This module computes the rows; the tables' definitions are in [`crate::schema`], with every
+//! other table's.
 
 use std::collections::VecDeque;
 
-use datafusion::arrow::datatypes::DataType::{Int64, UInt64, Utf8};
 use datafusion::arrow::record_batch::RecordBatch;
 use foldhash::HashMap;
 
-use memq_core::catalog::{col, req, TableDef, Unit};
+use memq_core::catalog::TableDef;
 use memq_core::error::{MemqError, Result};
 
-use crate::batches::{build, ints, texts, uints, BATCH_ROWS};
-use crate::tables::{BlockRow, SegmentRow};
-use crate::traces::TraceRow;
-
-pub const LIFETIMES: &str = "snap_lifetimes";
-pub const LEVELS: &str = "snap_trace_levels";
-pub const OOM_ALLOCS: &str = "snap_oom_allocs";
+use crate::columns::{build, ints, texts, uints, BATCH_ROWS};
+use crate::rows::{BlockRow, SegmentRow, TraceRow};
+use crate::schema::{lifetimes, LEVELS, OOM_ALLOCS};
 
 /// How many entries before and after an oom entry its context spans (snap_oom).
 const OOM_CONTEXT: i64 = 50;
-
-const SNAPSHOT_DOC: &str = "the snapshot the row comes from (its source name)";
-
-/// The columns snap_traces gets from this module (appended to its declared columns).
-pub fn trace_columns() -> Vec<memq_core::catalog::ColumnDef> {
-    vec![
-        req("active_delta", Int64, "bytes the entry adds to (negative: removes from) the requested bytes of live allocations: +size at alloc, -size of the allocation ended at free_completed or free (snap_timeline); computed at ingest").bytes(),
-        req("active_change", Int64, "Σ active_delta of the device up to and including this entry: snap_timeline.active_bytes minus the bytes live before the window (snap_trace_levels.active_start)").bytes(),
-        req("reserved_delta", Int64, "bytes the entry adds to (or removes from) reserved segment bytes: +size at segment_alloc and segment_map, -size of the segment ended at segment_free, -size at segment_unmap (snap_timeline)").bytes(),
-        req("reserved_change", Int64, "Σ reserved_delta of the device up to and including this entry: snap_timeline.reserved_bytes minus snap_trace_levels.reserved_start").bytes(),
-        col("segment_growth_bytes", Int64, "net segment bytes since the start of the window, from zero (the reference's peak replay; snap_timeline); NULL while only segment entries without a size were seen").bytes(),
-    ]
-}
-
-pub fn lifetimes() -> TableDef {
-    TableDef {
-        name: LIFETIMES,
-        doc: "One row per allocation the trace window and the final state reveal, with its lifetime (alloc entry → free entry), computed at ingest; the rows of snap_allocations (see there for each rule). Rows in no particular order.",
-        sort_order: &[],
-        columns: vec![
-            req("snapshot", Utf8, SNAPSHOT_DOC),
-            col("device", Int64, "device ordinal"),
-            col("addr", UInt64, "block address").pointer(),
-            col("size", Int64, "bytes requested by the caller (the trace's alloc size, or the final block's requested_size)").bytes(),
-            col("block_size", Int64, "bytes the block occupies after rounding, when the block is in the final state; NULL otherwise").bytes(),
-            req("origin", Utf8, "in_window or before_window"),
-            col("alloc_seq", Int64, "seq of its alloc entry; NULL when before_window"),
-            col("free_seq", Int64, "seq of the free_completed/free entry that ended it; NULL when not freed in the window"),
-            req("end_kind", Utf8, "freed, live or unended"),
-            col("state_at_end", Utf8, "final state of its block; NULL when freed or unended"),
-            col("block_id", Int64, "its block in the final state (snap_blocks.block_id); NULL when not live at the end"),
-            col("alloc_time_us", Int64, "time of its alloc entry, µs").unit(Unit::TimeUs),
-            col("free_time_us", Int64, "time of its free entry, µs").unit(Unit::TimeUs),
-            col("lifetime_entries", Int64, "free_seq - alloc_seq").unit(Unit::Count),
-            col("lifetime_us", Int64, "µs from alloc to free").unit(Unit::TimeUs),
-            col("stack_id", Int64, "allocation stack (snap_frames.stack_id)"),
-            col("free_stack_id", Int64, "stack of the free entry"),
-            col("stream", Int64, "stream of the alloc (or free) entry, or of the final block's segment"),
-        ],
-    }
-}
-
-pub fn levels() -> TableDef {
-    TableDef {
-        name: LEVELS,
-        doc: "One row per snapshot and device with trace entries: the levels of snap_timeline before the window, at their peaks and at the end, and the reference's segment growth, computed at ingest (read by snap_peak, snap_timeline, snap_overview, ...).",
-        sort_order: &["snapshot", "device"],
-        columns: vec![
-            req("snapshot", Utf8, SNAPSHOT_DOC),
-            req("device", Int64, "device ordinal"),
-            req("entries", Int64, "trace entries of the device").unit(Unit::Count),
-            req("last_seq", Int64, "seq of its last entry"),
-            col("last_time_us", Int64, "latest time of its entries, µs; NULL when none has one").unit(Unit::TimeUs),
-            req("oom_count", Int64, "its oom entries").unit(Unit::Count),
-            req("active_start", Int64, "requested bytes of the allocations live before the first entry (snap_allocations with origin before_window)").bytes(),
-            req("active_max", Int64, "highest active bytes after an entry").bytes(),
-            req("active_max_seq", Int64, "seq of the first entry reaching active_max"),
-            col("active_max_time_us", Int64, "time of that entry, µs").unit(Unit::TimeUs),
-            req("active_end", Int64, "active bytes after the last entry").bytes(),
-            req("reserved_start", Int64, "reserved bytes before the first entry").bytes(),
-            req("reserved_max", Int64, "highest reserved bytes after an entry").bytes(),
-            req("reserved_max_seq", Int64, "seq of the first entry reaching reserved_max"),
-            req("reserved_end", Int64, "reserved bytes after the last entry").bytes(),
-            col("growth_max", Int64, "highest segment_growth_bytes at a segment entry; NULL when none has one").bytes(),
-            col("growth_max_seq", Int64, "seq of the first segment entry reaching growth_max (of the first without a growth, when one has none)"),
-            col("first_segment_seq", Int64, "seq of the first segment entry (segment_alloc, segment_free, segment_map, segment_unmap)"),
-            col("timed_active_before", Int64, "active bytes before the earliest entry with a time (by time_us, then seq); NULL when none has one").bytes(),
-            col("timed_reserved_before", Int64, "reserved bytes before that entry").bytes(),
-        ],
-    }
-}
-
-pub fn oom_allocs() -> TableDef {
-    TableDef {
-        name: OOM_ALLOCS,
-        doc: "The alloc entries within 50 entries (by seq) before and after each oom entry of the same device, computed at ingest (read by snap_oom).",
-        sort_order: &["snapshot", "device", "oom_seq", "seq"],
-        columns: vec![
-            req("snapshot", Utf8, SNAPSHOT_DOC),
-            req("device", Int64, "device ordinal"),
-            req("oom_seq", Int64, "seq of the oom entry"),
-            req("seq", Int64, "seq of the alloc entry"),
-            col("size", Int64, "bytes it requested").bytes(),
-            col("stack_id", Int64, "its stack (snap_frames.stack_id)"),
-        ],
-    }
-}
 
 /// The derived columns of one trace row.
 #[derive(Clone, Copy, Default)]
@@ -138,7 +52,7 @@ pub struct RowLevels {
     pub growth: Option<i64>,
 }
 
-/// The derived columns of the rows of a trace batch, beside [`crate::traces::TraceColumns`].
+/// The derived columns of the rows of a trace batch, beside [`crate::trace_columns::TraceColumns`].
 #[derive(Default)]
 pub struct Levels {
     pub rows: Vec<RowLevels>,

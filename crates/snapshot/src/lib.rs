@@ -4,21 +4,33 @@
 //!
 //! The route of one pickle: memq-pickle decodes it (data only) from the file through a bounded
 //! buffer, with the hook of [`traces`] reading the segments and then turning each trace entry
-//! into a row as it is decoded, the rows leaving in bounded batches for the trace table's
-//! writer (the bulk of a snapshot never exists as a tree, nor as rows) → [`tables`] walks the
-//! rest of the snapshot structure into rows, with stacks deduplicated by [`frames`] and
-//! structured cells as JSON by [`json`] → [`batches`] cuts each table into Arrow batches of
-//! bounded rows and bytes ([`schema`]) → they are written as the table files. Memory is bounded
-//! by what the snapshot holds besides its trace (segments, distinct frames and stacks, the
-//! addresses the trace allocated), not by the length of the trace.
+//! into a row as it is decoded, the rows going to a [`trace_sink`] (held in [`trace_columns`],
+//! the analyses' columns and tables derived by [`derive`](mod@derive)) and leaving in bounded
+//! batches for the trace table's writer (the bulk of a snapshot never exists as a tree, nor as
+//! rows) → [`tables`] walks the rest of the snapshot structure into rows ([`rows`], gathered in
+//! [`table_rows`]), with stacks deduplicated by [`frames`] and structured cells as JSON by
+//! [`json`] → [`batches`] cuts each table into Arrow batches of bounded rows and bytes
+//! ([`schema`], [`columns`]) → they are written as the table files. Memory is bounded by what
+//! the snapshot holds besides its trace (segments, distinct frames and stacks, the addresses
+//! the trace allocated), not by the length of the trace.
+//!
+//! The modules form layers, each using only those below it: [`rows`], [`columns`], [`schema`]
+//! and [`json`] (with [`frames`] above it) at the bottom; then [`derive`](mod@derive);
+//! [`trace_columns`] and [`table_rows`]; [`batches`]; [`trace_sink`]; [`tables`]; [`traces`]
+//! at the top.
 
 mod batches;
+mod columns;
 mod derive;
 mod frames;
 mod from_json;
 mod json;
+mod rows;
 pub mod schema;
+mod table_rows;
 mod tables;
+mod trace_columns;
+mod trace_sink;
 mod traces;
 
 use std::path::{Path, PathBuf};
@@ -35,8 +47,10 @@ use memq_core::format::{
 use memq_pickle::stream::STREAM_CONFLICT;
 use memq_pickle::{DecodeError, Decoded};
 
-use crate::tables::{Builder, Rows};
-use crate::traces::{TraceSink, TraceStream};
+use crate::table_rows::Rows;
+use crate::tables::Builder;
+use crate::trace_sink::TraceSink;
+use crate::traces::TraceStream;
 
 /// Reads one snapshot pickle into one batch per snap_* table, each with its definition (in the
 /// order of [`schema::tables`]); `snapshot` is the source name written in every row.
@@ -55,7 +69,7 @@ enum Data<'d> {
 
 /// Most rows and text bytes of one batch.
 type Limits = (usize, usize);
-const LIMITS: Limits = (batches::BATCH_ROWS, batches::BATCH_TEXT_BYTES);
+const LIMITS: Limits = (columns::BATCH_ROWS, columns::BATCH_TEXT_BYTES);
 
 /// Where the trace table's batches go.
 trait TraceOut {
@@ -92,7 +106,7 @@ fn read_whole(
             let mut parts = Vec::new();
             if table.name == schema::TRACES {
                 parts = std::mem::take(&mut trace_batches);
-            } else if table.name == derive::LIFETIMES {
+            } else if table.name == schema::LIFETIMES {
                 parts = std::mem::take(&mut lifetime_batches);
             } else {
                 batches::table_batches(snapshot, &rows, &table, limits.1, |b| {
@@ -265,7 +279,7 @@ impl Sink {
     fn create(file: &Path, table: &TableDef, threads: usize) -> Result<Sink> {
         let props = table_properties(table);
         let schema = table.schema();
-        let big = table.name == schema::TRACES || table.name == derive::LIFETIMES;
+        let big = table.name == schema::TRACES || table.name == schema::LIFETIMES;
         Ok(if big && threads > 1 {
             Sink::Parallel(ParallelSink::create_with(file, schema, props, threads)?)
         } else {
@@ -391,23 +405,23 @@ impl Drop for TraceWriter<'_> {
 fn write_snapshot(source: &Source, out: &DatasetBuilder) -> Result<u64> {
     let path = &source.path;
     let mut traces = TraceWriter::new(out, source.index);
-    let mut lifetimes = TraceWriter::of(out, source.index, derive::lifetimes());
+    let mut lifetimes = TraceWriter::of(out, source.index, schema::lifetimes());
     let outs: Outs = (&mut traces, &mut lifetimes);
     let rows = read_rows(path, Data::File(path), &source.name, LIMITS, outs)?;
     let mut written = traces.finish()?;
     // The derived tables' rows are not the source's: they are not counted in its rows.
     lifetimes.finish()?;
     for table in schema::tables() {
-        if table.name == schema::TRACES || table.name == derive::LIFETIMES {
+        if table.name == schema::TRACES || table.name == schema::LIFETIMES {
             continue;
         }
-        let derived = table.name == derive::LEVELS || table.name == derive::OOM_ALLOCS;
+        let derived = table.name == schema::LEVELS || table.name == schema::OOM_ALLOCS;
         let mut sink: Option<(Sink, PathBuf)> = None;
         batches::table_batches(
             &source.name,
             &rows,
             &table,
-            batches::BATCH_TEXT_BYTES,
+            columns::BATCH_TEXT_BYTES,
             |batch| {
                 if sink.is_none() {
                     let file = out.table_file(table.name, source.index)?;
@@ -1111,7 +1125,7 @@ mod tests {
                 let mut parts = Vec::new();
                 if table.name == schema::TRACES {
                     parts = std::mem::take(&mut trace_batches);
-                } else if table.name == derive::LIFETIMES {
+                } else if table.name == schema::LIFETIMES {
                     parts = std::mem::take(&mut lifetime_batches);
                 } else {
                     batches::table_batches("s", &rows, &table, usize::MAX, |b| {
@@ -1179,7 +1193,7 @@ mod tests {
     fn stream(data: &[u8], rows_limit: usize) -> (memq_pickle::Stats, Vec<usize>, usize, u64) {
         let path = Path::new("stream.pickle");
         let mut sizes = Vec::new();
-        let limits = (rows_limit, batches::BATCH_TEXT_BYTES);
+        let limits = (rows_limit, columns::BATCH_TEXT_BYTES);
         let sink = TraceSink::new(
             "s",
             false,
@@ -1215,7 +1229,7 @@ mod tests {
             ("cuda_three_gpus_expandable_oom.pickle", 7923), // compile_context, an oom
         ] {
             let data = std::fs::read(dir.join(file)).expect(file);
-            let (stats, _, _, streamed) = stream(&data, batches::BATCH_ROWS);
+            let (stats, _, _, streamed) = stream(&data, columns::BATCH_ROWS);
             assert_eq!(streamed, rows as u64, "{file}");
             // The entry dicts (and their frame lists) are gone, their ids reused.
             let plain = memq_pickle::decode(&data).unwrap().arena.len();
@@ -1236,7 +1250,7 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/snapshots-newest");
         for file in ["newest_p0.pickle", "newest_p1.pickle", "newest_p4.pickle"] {
             let data = std::fs::read(dir.join(file)).expect(file);
-            let (stats, _, _, streamed) = stream(&data, batches::BATCH_ROWS);
+            let (stats, _, _, streamed) = stream(&data, columns::BATCH_ROWS);
             assert_eq!(streamed, 14, "{file}");
             assert!(stats.released >= 14, "{file}: {stats:?}");
         }
@@ -1413,7 +1427,7 @@ mod tests {
     fn frames_sharing_one_long_string_are_cut_by_bytes() {
         let data = crate::testdata::frames_sharing_one_name(2100, 1 << 20);
         let path = Path::new("long.pickle");
-        let limit = batches::BATCH_TEXT_BYTES;
+        let limit = columns::BATCH_TEXT_BYTES;
         let outs: Outs = (&mut Vec::new(), &mut Vec::new());
         let rows = read_rows(path, Data::Bytes(&data), "s", LIMITS, outs).unwrap();
         let mut counts = Vec::new();

@@ -1,5 +1,6 @@
 //! The snapshot tables (docs/formats/snapshot.md §3.3): declared once, with a doc per
-//! column. Ids follow the reference converter (`segments.id`, `blocks.id`, `call_stacks.id`,
+//! column, the tables and columns derived from the trace at ingest (crate::derive) included.
+//! Ids follow the reference converter (`segments.id`, `blocks.id`, `call_stacks.id`,
 //! `traces.trace_index`) so that its figures can be reproduced on these tables.
 
 use datafusion::arrow::datatypes::DataType::{Boolean, Int64, UInt64, Utf8};
@@ -14,6 +15,9 @@ pub const INFO: &str = "snap_info";
 pub const HOST_SEGMENTS: &str = "snap_host_segments";
 pub const HOST_BLOCKS: &str = "snap_host_blocks";
 pub const HOST_TRACES: &str = "snap_host_traces";
+pub const LIFETIMES: &str = "snap_lifetimes";
+pub const LEVELS: &str = "snap_trace_levels";
+pub const OOM_ALLOCS: &str = "snap_oom_allocs";
 
 /// Every snapshot table, in the order `read_snapshot` returns them.
 pub fn tables() -> Vec<TableDef> {
@@ -26,9 +30,9 @@ pub fn tables() -> Vec<TableDef> {
         host_segments(),
         host_blocks(),
         host_traces(),
-        crate::derive::lifetimes(),
-        crate::derive::levels(),
-        crate::derive::oom_allocs(),
+        lifetimes(),
+        levels(),
+        oom_allocs(),
     ]
 }
 
@@ -142,7 +146,7 @@ pub fn traces() -> TableDef {
             col("extra_json", Utf8, EXTRA_DOC),
         ]
         .into_iter()
-        .chain(crate::derive::trace_columns())
+        .chain(trace_columns())
         .collect(),
     }
 }
@@ -176,6 +180,94 @@ pub fn info() -> TableDef {
             req("key", Utf8, "setting or field name; for warnings the place in the snapshot (e.g. segments[3].blocks[0])"),
             col("value", Utf8, "strings verbatim, other values as JSON; NULL for None"),
             req("value_type", Utf8, "Python type of the value: str, int, float, bool, none, list, tuple, dict, set, bytes"),
+        ],
+    }
+}
+
+// What the analyses need from the trace, computed at ingest (crate::derive): columns of
+// snap_traces and tables of their own.
+
+/// The columns snap_traces gets from the derivation (appended to its declared columns).
+pub fn trace_columns() -> Vec<memq_core::catalog::ColumnDef> {
+    vec![
+        req("active_delta", Int64, "bytes the entry adds to (negative: removes from) the requested bytes of live allocations: +size at alloc, -size of the allocation ended at free_completed or free (snap_timeline); computed at ingest").bytes(),
+        req("active_change", Int64, "Σ active_delta of the device up to and including this entry: snap_timeline.active_bytes minus the bytes live before the window (snap_trace_levels.active_start)").bytes(),
+        req("reserved_delta", Int64, "bytes the entry adds to (or removes from) reserved segment bytes: +size at segment_alloc and segment_map, -size of the segment ended at segment_free, -size at segment_unmap (snap_timeline)").bytes(),
+        req("reserved_change", Int64, "Σ reserved_delta of the device up to and including this entry: snap_timeline.reserved_bytes minus snap_trace_levels.reserved_start").bytes(),
+        col("segment_growth_bytes", Int64, "net segment bytes since the start of the window, from zero (the reference's peak replay; snap_timeline); NULL while only segment entries without a size were seen").bytes(),
+    ]
+}
+
+pub fn lifetimes() -> TableDef {
+    TableDef {
+        name: LIFETIMES,
+        doc: "One row per allocation the trace window and the final state reveal, with its lifetime (alloc entry → free entry), computed at ingest; the rows of snap_allocations (see there for each rule). Rows in no particular order.",
+        sort_order: &[],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            col("device", Int64, "device ordinal"),
+            col("addr", UInt64, "block address").pointer(),
+            col("size", Int64, "bytes requested by the caller (the trace's alloc size, or the final block's requested_size)").bytes(),
+            col("block_size", Int64, "bytes the block occupies after rounding, when the block is in the final state; NULL otherwise").bytes(),
+            req("origin", Utf8, "in_window or before_window"),
+            col("alloc_seq", Int64, "seq of its alloc entry; NULL when before_window"),
+            col("free_seq", Int64, "seq of the free_completed/free entry that ended it; NULL when not freed in the window"),
+            req("end_kind", Utf8, "freed, live or unended"),
+            col("state_at_end", Utf8, "final state of its block; NULL when freed or unended"),
+            col("block_id", Int64, "its block in the final state (snap_blocks.block_id); NULL when not live at the end"),
+            col("alloc_time_us", Int64, "time of its alloc entry, µs").unit(Unit::TimeUs),
+            col("free_time_us", Int64, "time of its free entry, µs").unit(Unit::TimeUs),
+            col("lifetime_entries", Int64, "free_seq - alloc_seq").unit(Unit::Count),
+            col("lifetime_us", Int64, "µs from alloc to free").unit(Unit::TimeUs),
+            col("stack_id", Int64, "allocation stack (snap_frames.stack_id)"),
+            col("free_stack_id", Int64, "stack of the free entry"),
+            col("stream", Int64, "stream of the alloc (or free) entry, or of the final block's segment"),
+        ],
+    }
+}
+
+pub fn levels() -> TableDef {
+    TableDef {
+        name: LEVELS,
+        doc: "One row per snapshot and device with trace entries: the levels of snap_timeline before the window, at their peaks and at the end, and the reference's segment growth, computed at ingest (read by snap_peak, snap_timeline, snap_overview, ...).",
+        sort_order: &["snapshot", "device"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("device", Int64, "device ordinal"),
+            req("entries", Int64, "trace entries of the device").unit(Unit::Count),
+            req("last_seq", Int64, "seq of its last entry"),
+            col("last_time_us", Int64, "latest time of its entries, µs; NULL when none has one").unit(Unit::TimeUs),
+            req("oom_count", Int64, "its oom entries").unit(Unit::Count),
+            req("active_start", Int64, "requested bytes of the allocations live before the first entry (snap_allocations with origin before_window)").bytes(),
+            req("active_max", Int64, "highest active bytes after an entry").bytes(),
+            req("active_max_seq", Int64, "seq of the first entry reaching active_max"),
+            col("active_max_time_us", Int64, "time of that entry, µs").unit(Unit::TimeUs),
+            req("active_end", Int64, "active bytes after the last entry").bytes(),
+            req("reserved_start", Int64, "reserved bytes before the first entry").bytes(),
+            req("reserved_max", Int64, "highest reserved bytes after an entry").bytes(),
+            req("reserved_max_seq", Int64, "seq of the first entry reaching reserved_max"),
+            req("reserved_end", Int64, "reserved bytes after the last entry").bytes(),
+            col("growth_max", Int64, "highest segment_growth_bytes at a segment entry; NULL when none has one").bytes(),
+            col("growth_max_seq", Int64, "seq of the first segment entry reaching growth_max (of the first without a growth, when one has none)"),
+            col("first_segment_seq", Int64, "seq of the first segment entry (segment_alloc, segment_free, segment_map, segment_unmap)"),
+            col("timed_active_before", Int64, "active bytes before the earliest entry with a time (by time_us, then seq); NULL when none has one").bytes(),
+            col("timed_reserved_before", Int64, "reserved bytes before that entry").bytes(),
+        ],
+    }
+}
+
+pub fn oom_allocs() -> TableDef {
+    TableDef {
+        name: OOM_ALLOCS,
+        doc: "The alloc entries within 50 entries (by seq) before and after each oom entry of the same device, computed at ingest (read by snap_oom).",
+        sort_order: &["snapshot", "device", "oom_seq", "seq"],
+        columns: vec![
+            req("snapshot", Utf8, SNAPSHOT_DOC),
+            req("device", Int64, "device ordinal"),
+            req("oom_seq", Int64, "seq of the oom entry"),
+            req("seq", Int64, "seq of the alloc entry"),
+            col("size", Int64, "bytes it requested").bytes(),
+            col("stack_id", Int64, "its stack (snap_frames.stack_id)"),
         ],
     }
 }

@@ -11,7 +11,8 @@
 //!
 //! What is read lives in a [`Builder`], which outlives the decoder: while streaming, the decoder
 //! hook (crate::traces) reads the segments and every trace entry into it as they are decoded,
-//! and the [`walk`] after decoding reads the rest of the tree.
+//! and the [`walk`] after decoding reads the rest of the tree. What the hook took while
+//! decoding comes back as a [`Taken`].
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -19,74 +20,15 @@ use std::path::{Path, PathBuf};
 use foldhash::HashSet;
 use memq_core::error::{Location, MemqError, Result};
 
-use crate::frames::Stacks;
 use crate::json::{Json, JsonError};
-use crate::traces::{Streamed, TraceRow, TraceSink};
+use crate::rows::{BlockRow, InfoRow, SegmentRow, TraceRow};
+use crate::table_rows::Rows;
+use crate::trace_sink::TraceSink;
 use memq_pickle::value::{a, Arena, ObjId, Value};
 use memq_pickle::Decoded;
 
 /// Most warning rows kept per snapshot; the rest are counted in one last row.
 const MAX_WARNINGS: usize = 1000;
-
-#[derive(Debug, Default)]
-pub struct SegmentRow {
-    pub segment_id: i64,
-    pub device: Option<i64>,
-    pub address: Option<u64>,
-    pub total_size: Option<i64>,
-    pub allocated_size: Option<i64>,
-    pub active_size: Option<i64>,
-    pub requested_size: Option<i64>,
-    pub stream: Option<i64>,
-    pub segment_type: Option<String>,
-    pub pool_id: (Option<i64>, Option<i64>),
-    pub is_expandable: Option<bool>,
-    pub stack_id: Option<i64>,
-    pub extra_json: Option<String>,
-}
-
-#[derive(Debug, Default)]
-pub struct BlockRow {
-    pub block_id: i64,
-    pub segment_id: i64,
-    pub device: Option<i64>,
-    pub address: Option<u64>,
-    pub address_derived: bool,
-    pub offset_in_segment: Option<i64>,
-    pub size: Option<i64>,
-    pub requested_size: Option<i64>,
-    pub state: Option<String>,
-    pub stack_id: Option<i64>,
-    /// From the trace: the alloc entry that made the block (its seq and user metadata).
-    pub alloc_seq: Option<i64>,
-    pub user_metadata: Option<String>,
-    pub extra_json: Option<String>,
-}
-
-#[derive(Debug)]
-pub struct InfoRow {
-    pub section: &'static str,
-    pub item: Option<i64>,
-    pub key: String,
-    pub value: Option<String>,
-    pub value_type: &'static str,
-}
-
-/// The rows of every snapshot table but the trace's (whose rows go to a [`TraceSink`]).
-#[derive(Default)]
-pub struct Rows {
-    pub segments: Vec<SegmentRow>,
-    pub blocks: Vec<BlockRow>,
-    pub stacks: Stacks,
-    pub info: Vec<InfoRow>,
-    /// Pinned host memory: `host_segments` (with their blocks) and `host_traces`, the latter
-    /// as the batches of snap_host_traces.
-    pub host_segments: Vec<SegmentRow>,
-    pub host_blocks: Vec<BlockRow>,
-    pub host_traces: Vec<datafusion::arrow::record_batch::RecordBatch>,
-    /// The small tables derived from the trace (crate::derive).
-    pub derived: crate::derive::Finished,
-}
 
 /// Everything read from one snapshot so far, while decoding and after.
 pub struct Builder<'e> {
@@ -147,7 +89,7 @@ impl<'e> Builder<'e> {
         }
     }
 
-    /// The stack id of a frame list (see [`Stacks::intern`]).
+    /// The stack id of a frame list (see [`Stacks::intern`](crate::frames::Stacks::intern)).
     pub fn stack(&mut self, arena: &Arena, frames: Value) -> Result<Option<i64>> {
         let interned = self
             .rows
@@ -213,6 +155,17 @@ impl Taken {
     fn list(&self, id: ObjId) -> Option<&Streamed> {
         self.lists.get(&id).map(|&i| &self.streamed[i])
     }
+}
+
+/// One `device_traces[k]` list whose entries were taken while decoding.
+#[derive(Debug)]
+pub struct Streamed {
+    pub device: usize,
+    /// Number of its first row among all trace rows.
+    pub first_row: u64,
+    pub rows: u64,
+    /// Entries seen (the next seq).
+    pub entries: u32,
 }
 
 /// Reads the decoded snapshot into the builder: what the hook did not read (with `taken`, what

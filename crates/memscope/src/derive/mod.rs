@@ -24,7 +24,7 @@ use crate::derive::curve::{CurveRow, CurveStaging};
 use crate::derive::fates::{Fate, Fates, Marker};
 use crate::derive::series::{named_columns, ByName};
 use crate::derive::steps::StepMarkers;
-use crate::read::attr;
+use crate::parse::attr;
 use crate::schema;
 use memq_core::error::Result;
 

@@ -11,8 +11,8 @@ use datafusion::arrow::array::{ArrayRef, Int64Builder, StringBuilder, UInt64Buil
 use datafusion::arrow::record_batch::RecordBatch;
 use rusqlite::Connection;
 
+use crate::parse::records::{split_fields, RawRecord, RecordReader};
 use crate::read::db::{find_column, sqlite_error};
-use crate::read::records::{split_fields, RawRecord, RecordReader};
 use crate::schema;
 use memq_core::error::{Location, MemqError, Result};
 use memq_core::rejects::{Reject, RejectsBuilder};

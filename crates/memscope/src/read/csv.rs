@@ -7,9 +7,9 @@ use std::path::Path;
 
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::read::attr;
-use crate::read::events::{EventRef, EventRow};
-use crate::read::records::{split_fields, split_fields_cow, RawRecord, RecordReader};
+use crate::parse::attr;
+use crate::parse::events::{EventRef, EventRow};
+use crate::parse::records::{split_fields, split_fields_cow, RawRecord, RecordReader};
 use crate::staging::{DumpSummary, SourceOutput, TsUnit};
 
 mod parallel;
@@ -187,7 +187,7 @@ fn read_header<R: std::io::BufRead>(
             "empty file: no header line",
         ));
     }
-    reader.set_limit(crate::read::records::MAX_RECORD_BYTES);
+    reader.set_limit(crate::parse::records::max_record_bytes());
     check_line_ends(path, &rec)?;
     let header_text = std::str::from_utf8(&rec.bytes).map_err(|e| {
         MemqError::input(
@@ -250,15 +250,17 @@ fn parse_record_ref<'a>(
     fields: &'a mut Vec<std::borrow::Cow<'a, str>>,
 ) -> std::result::Result<(EventRef<'a>, bool), String> {
     if let Some(len) = rec.oversized {
-        return Err(format!(
-            "record of {len} bytes is longer than the {} MiB limit (its first {} KiB are kept here)",
-            crate::read::records::MAX_RECORD_BYTES >> 20,
-            crate::read::records::KEPT_OF_OVERSIZED >> 10
+        return Err(crate::parse::records::oversized_reason(
+            len,
+            &format!(
+                "its first {} KiB are",
+                crate::parse::records::KEPT_OF_OVERSIZED >> 10
+            ),
         ));
     }
     let text = std::str::from_utf8(&rec.bytes)
         .map_err(|e| format!("invalid UTF-8 at byte {} of the record", e.valid_up_to()))?;
-    if let Some(p) = crate::read::records::find_byte(0, &rec.bytes) {
+    if let Some(p) = crate::parse::records::find_byte(0, &rec.bytes) {
         return Err(format!("NUL byte at byte {p} of the record"));
     }
     if rec.unclosed_quote {

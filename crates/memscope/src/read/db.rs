@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-use crate::read::attr;
+use crate::parse::attr;
+use crate::parse::events::EventRow;
 use crate::read::csv;
-use crate::read::events::EventRow;
 use crate::staging::DumpSummary;
 use crate::staging::{SourceOutput, TsUnit};
 use memq_core::error::{Location, MemqError, Result};
@@ -311,6 +311,23 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
     let mut ev = EventRow::default();
     while let Some(r) = rows.next().map_err(|e| sqlite_error(path, e))? {
         let rowid: i64 = r.get(0).unwrap_or(0);
+        // Measured on SQLite's own buffers before anything is copied: a row bigger than a
+        // record may be (a generated column that expands to gigabytes) is a reject that keeps
+        // the start of each cell, as an oversized CSV record is.
+        let bytes = row_bytes(r, names.len());
+        if bytes > crate::parse::records::max_record_bytes() {
+            out.push_reject(Reject {
+                line: rowid.max(0) as u64,
+                byte_offset: 0,
+                reason: crate::parse::records::oversized_reason(
+                    bytes as u64,
+                    &format!("the first {} KiB of each cell are", KEPT_OF_CELL >> 10),
+                ),
+                raw: row_json(r, names.len(), KEPT_OF_CELL),
+            })?;
+            row_idx += 1;
+            continue;
+        }
         match parse_row(r, &cols, &mut ev) {
             Ok(()) => {
                 ev.row_idx = row_idx;
@@ -318,27 +335,48 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
                 out.push_event(&ev)?;
             }
             Err(reason) => {
-                let values: Vec<serde_json::Value> = (1..names.len())
-                    .map(|i| match r.get_ref(i) {
-                        Ok(ValueRef::Integer(v)) => v.into(),
-                        Ok(ValueRef::Real(v)) => v.into(),
-                        Ok(ValueRef::Text(t) | ValueRef::Blob(t)) => {
-                            String::from_utf8_lossy(t).into_owned().into()
-                        }
-                        _ => serde_json::Value::Null,
-                    })
-                    .collect();
                 out.push_reject(Reject {
                     line: rowid.max(0) as u64,
                     byte_offset: 0,
                     reason,
-                    raw: serde_json::to_vec(&values).unwrap_or_default(),
+                    raw: row_json(r, names.len(), usize::MAX),
                 })?;
             }
         }
         row_idx += 1;
     }
     out.close()
+}
+
+/// The bytes of a cell of an oversized row kept in its reject.
+const KEPT_OF_CELL: usize = 4 << 10;
+
+/// The text and blob bytes of the row's cells after the rowid, read in place.
+fn row_bytes(r: &rusqlite::Row<'_>, columns: usize) -> usize {
+    (1..columns)
+        .map(|i| match r.get_ref(i) {
+            Ok(ValueRef::Text(t) | ValueRef::Blob(t)) => t.len(),
+            _ => 8,
+        })
+        .sum()
+}
+
+/// The row's cells after the rowid as a JSON array (a reject's raw bytes), each text cut to
+/// its first `keep` bytes.
+fn row_json(r: &rusqlite::Row<'_>, columns: usize, keep: usize) -> Vec<u8> {
+    let values: Vec<serde_json::Value> = (1..columns)
+        .map(|i| match r.get_ref(i) {
+            Ok(ValueRef::Integer(v)) => v.into(),
+            Ok(ValueRef::Real(v)) => v.into(),
+            Ok(ValueRef::Text(t) | ValueRef::Blob(t)) => {
+                String::from_utf8_lossy(&t[..t.len().min(keep)])
+                    .into_owned()
+                    .into()
+            }
+            _ => serde_json::Value::Null,
+        })
+        .collect();
+    serde_json::to_vec(&values).unwrap_or_default()
 }
 
 /// One row into `ev`, by the CSV reader's rules; the error is the reject reason.

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 pub mod runs;
 
-use crate::read::attr;
-use crate::read::counts::EventCounts;
-use crate::read::events::{EventRow, EventsBuilder, GenerationHints};
+use crate::parse::attr;
+use crate::parse::counts::EventCounts;
+use crate::parse::events::{EventRow, EventsBuilder, GenerationHints};
 use crate::schema;
 use memq_core::dataset::{BackgroundSink, ParquetSink};
 use memq_core::error::Result;
@@ -27,9 +27,15 @@ pub struct DumpSummary {
 
 /// Text bytes a batch may hold before it is flushed whatever its row count: Arrow's `Utf8`
 /// columns have 32-bit offsets, so one column of a batch must stay under 2 GiB. With records
-/// capped at [`crate::read::records::MAX_RECORD_BYTES`], no column of a batch exceeds this plus one
+/// capped at [`crate::parse::records::MAX_RECORD_BYTES`], no column of a batch exceeds this plus one
 /// record.
 pub const BATCH_BYTES: usize = 256 << 20;
+
+/// The text bytes of a batch: [`BATCH_BYTES`], less under a small memory limit (an eighth of
+/// it: a batch is held in rows, in Arrow arrays and in the Parquet writer's buffers at once).
+pub fn batch_bytes() -> usize {
+    BATCH_BYTES.min(memq_core::memory_limit() / 8).max(1 << 20)
+}
 
 /// Timestamp unit of a source as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,7 +181,7 @@ impl SourceOutput {
             unit_switches: 0,
             events_bytes: 0,
             rejects_bytes: 0,
-            batch_bytes: BATCH_BYTES,
+            batch_bytes: batch_bytes(),
             source: source.to_string(),
             rows: 0,
             rejected: 0,

@@ -18,9 +18,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::{parse_record_ref, Columns};
-use crate::read::attr;
-use crate::read::events::{BatchSizes, EventsBuilder};
-use crate::read::records::{looks_like_row_start, RawRecord, RecordReader};
+use crate::parse::attr;
+use crate::parse::events::{BatchSizes, EventsBuilder};
+use crate::parse::records::{looks_like_row_start, RawRecord, RecordReader};
 use crate::staging::runs::{EncodedRun, RunStore, RunWriter};
 use crate::staging::{convert_ts, PieceStats, SourceOutput, TsUnit, BATCH_ROWS};
 use memq_core::error::{MemqError, Result};

@@ -15,6 +15,24 @@ use std::io::BufRead;
 /// A 10 MiB call stack is far below it.
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
 
+/// The longest record memq keeps in this process: [`MAX_RECORD_BYTES`], or an eighth of the
+/// memory limit when that is less (a record is held as bytes, as parsed fields and in a batch
+/// at once; under a capped address space a bigger one would fail an allocation).
+pub fn max_record_bytes() -> usize {
+    MAX_RECORD_BYTES
+        .min(memq_core::memory_limit() / 8)
+        .max(1 << 20)
+}
+
+/// Why a record of `len` bytes is not kept (a reject's reason); `kept` says what of it the
+/// reject keeps.
+pub fn oversized_reason(len: u64, kept: &str) -> String {
+    format!(
+        "record of {len} bytes is longer than the {} MiB one record may hold (256 MiB, or an eighth of the memory limit when less; {kept} kept here)",
+        max_record_bytes() >> 20,
+    )
+}
+
 /// The bytes of an oversized record kept for `rejects`.
 pub const KEPT_OF_OVERSIZED: usize = 64 << 10;
 
@@ -66,7 +84,7 @@ impl<R: BufRead> RecordReader<R> {
             line: 0,
             offset: 0,
             pending: None,
-            limit: MAX_RECORD_BYTES,
+            limit: max_record_bytes(),
             scratch: Vec::new(),
         }
     }

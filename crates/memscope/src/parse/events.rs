@@ -7,8 +7,8 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::read::attr;
-use crate::read::counts::{EventCounts, Observed};
+use crate::parse::attr;
+use crate::parse::counts::{EventCounts, Observed};
 
 /// One row of a dump, as read from CSV or db, before typing the Attr.
 #[derive(Debug, Default, Clone)]
