@@ -51,6 +51,11 @@ pub struct Run {
 
 /// Runs the memq binary with `args`, a timeout and an address-space limit; stdin is closed.
 pub fn run_memq(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Run {
+    run_memq_capped(args, env, ADDRESS_SPACE_BYTES)
+}
+
+/// [`run_memq`] under an address space of `cap` bytes (`prlimit --as`).
+pub fn run_memq_capped(args: &[&std::ffi::OsStr], env: &[(&str, &Path)], cap: u64) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memq"));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -64,10 +69,10 @@ pub fn run_memq(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Run {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 let lim = libc::rlimit {
-                    rlim_cur: ADDRESS_SPACE_BYTES,
-                    rlim_max: ADDRESS_SPACE_BYTES,
+                    rlim_cur: cap,
+                    rlim_max: cap,
                 };
                 libc::setrlimit(libc::RLIMIT_AS, &lim);
                 Ok(())
@@ -602,4 +607,119 @@ fn memq_is_a_position_independent_executable() {
         .expect("read the ELF header");
     assert_eq!(&header[..4], b"\x7fELF");
     assert_eq!(u16::from_le_bytes([header[16], header[17]]), 3, "e_type");
+}
+
+/// An msMemScope db of `rows` MALLOC rows whose Python stack is a generated column of `mib`
+/// MiB: a few KiB on disk, `rows × mib` MiB when read.
+fn expanding_db(path: &Path, rows: usize, mib: usize) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE memscope_dump (\"ID\" INTEGER, \"Event\" TEXT, \"Event Type\" TEXT, \"Name\" TEXT, \
+         \"Timestamp(ns)\" INTEGER, \"Process Id\" INTEGER, \"Thread Id\" INTEGER, \"Device Id\" TEXT, \
+         \"Ptr\" TEXT, \"Attr\" TEXT, \"Call Stack(C)\" TEXT, \
+         \"Call Stack(Python)\" TEXT GENERATED ALWAYS AS (printf('%.*c', {}, 'x')) VIRTUAL)",
+        mib << 20
+    ))
+    .unwrap();
+    for i in 0..rows as i64 {
+        conn.execute(
+            "INSERT INTO memscope_dump (\"ID\", \"Event\", \"Event Type\", \"Name\", \"Timestamp(ns)\", \
+             \"Process Id\", \"Thread Id\", \"Device Id\", \"Ptr\", \"Attr\", \"Call Stack(C)\") \
+             VALUES (?1, 'MALLOC', 'PTA', '', ?2, 7, 7, '0', ?3, ?4, '')",
+            rusqlite::params![
+                i + 1,
+                1_764_900_000_000_000_000i64 + i * 1000,
+                format!("0x{:x}", 0x1000_0000 + i * 0x10_0000),
+                format!("{{\"size\":\"1048576\",\"total\":\"{}\",\"used\":\"{}\"}}", 64 << 20, (i + 1) << 20),
+            ],
+        )
+        .unwrap();
+    }
+}
+
+/// Under an address-space cap (`prlimit --as`) of 2 or 4 GiB, ingest and queries finish or
+/// stop with a message: never an allocation abort, never a temporary folder left. The memory
+/// limit follows the cap (memq_core::budget_under_cap), and a row bigger than an eighth of it
+/// is a reject that keeps the start of each cell.
+#[tokio::test]
+async fn memory_caps_hold() {
+    const GIB: u64 = 1 << 30;
+    let work = tempfile::TempDir::new().expect("temp dir");
+    let env = [("XDG_CACHE_HOME", work.path())];
+    let huge = work.path().join("expands_to_2gb.db");
+    expanding_db(&huge, 20, 100);
+    let wide = work.path().join("expands_to_300mb.db");
+    expanding_db(&wide, 3, 100);
+    let ingest = |input: &Path, out: &Path, cap: u64| {
+        run_memq_capped(
+            &[
+                "ingest".as_ref(),
+                input.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+                "--force".as_ref(),
+            ],
+            &env,
+            cap,
+        )
+    };
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(work.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect()
+    };
+
+    // 2 GiB: a 512 MiB memory limit, so a 100 MiB row is more than one record may hold.
+    let out = work.path().join("huge.memq");
+    let run = ingest(&huge, &out, 2 * GIB);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(manifest_rows(&out, "rejects"), 20);
+    assert_eq!(manifest_rows(&out, "events"), 0);
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    let engine = memq_engine::Engine::open(&out, &memq::catalog())
+        .await
+        .unwrap();
+    let rejects = crate::common::cells(
+        &engine
+            .query("SELECT count(*), min(reason), max(length(raw)) FROM rejects")
+            .await
+            .unwrap(),
+    );
+    let [n, reason, raw] = &rejects[0][..] else {
+        panic!("{rejects:?}")
+    };
+    assert_eq!(n, "20");
+    assert!(
+        reason.starts_with("record of 104857")
+            && reason.contains("longer than the 64 MiB one record may hold")
+            && reason.contains("the first 4 KiB of each cell are kept here"),
+        "{reason}"
+    );
+    assert!(raw.parse::<u64>().unwrap() < 10_000, "{raw}");
+
+    // 4 GiB: a 1.5 GiB limit keeps 100 MiB rows; they ingest whole.
+    let out = work.path().join("wide.memq");
+    let run = ingest(&wide, &out, 4 * GIB);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(manifest_rows(&out, "events"), 3);
+    assert_eq!(manifest_rows(&out, "rejects"), 0);
+    // … and are queried under the smaller cap.
+    let q = run_memq_capped(
+        &[
+            "sql".as_ref(),
+            out.as_os_str(),
+            "-e".as_ref(),
+            "SELECT count(*), max(length(stack_py)) FROM blocks".as_ref(),
+        ],
+        &env,
+        2 * GIB,
+    );
+    assert_eq!(q.code, Some(0), "{}", q.stderr);
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    for r in [&run, &q] {
+        assert!(!r.stderr.contains("memory allocation"), "{}", r.stderr);
+    }
 }

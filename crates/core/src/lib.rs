@@ -21,8 +21,13 @@ pub mod rejects;
 /// The memory limit queries and ingest sorts run under, in bytes: set once per process by
 /// `--memory-limit` or the library's `memory_limit` option ([`set_memory_limit`]), else
 /// `$MEMQ_MEMORY_LIMIT_MB`, else 8 GiB. Sessions read it when they are opened.
+///
+/// When the process's address space is capped (`ulimit -v`, `prlimit --as`), the limit is
+/// never more than [`budget_under_cap`] of it: the cap counts every mapping (the binary, thread
+/// stacks, allocator arenas), and an allocation past it aborts the process, so memq spills or
+/// stops with the memory-limit message well before.
 pub fn memory_limit() -> usize {
-    match MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed) {
+    let wanted = match MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed) {
         0 => std::env::var("MEMQ_MEMORY_LIMIT_MB")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
@@ -30,6 +35,37 @@ pub fn memory_limit() -> usize {
             .map(|mb| mb << 20)
             .unwrap_or(8 << 30),
         set => set,
+    };
+    match address_space_cap() {
+        Some(cap) => wanted.min(budget_under_cap(cap)),
+        None => wanted,
+    }
+}
+
+/// What memq's memory limit may be under an address-space cap of `cap` bytes: half of what
+/// is left after 1 GiB for the mappings every run has (the 200 MB binary, a 512 MiB main
+/// stack and 64 MiB worker stacks, reserved but mostly untouched), at least 64 MiB. 2 GiB
+/// gives 512 MiB, 4 GiB gives 1.5 GiB.
+pub fn budget_under_cap(cap: u64) -> usize {
+    let left = cap.saturating_sub(1 << 30) / 2;
+    usize::try_from(left).unwrap_or(usize::MAX).max(64 << 20)
+}
+
+/// The soft limit of the process's address space (`RLIMIT_AS`), when there is one.
+pub fn address_space_cap() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given and nothing else.
+        let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
+        (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        None
     }
 }
 

@@ -291,7 +291,7 @@ async fn derive_pass(
     events_file: &Path,
     ts_scale: i64,
 ) -> Result<Passed> {
-    let ctx = out.session()?;
+    let ctx = out.session_for(events_file)?;
     let name = format!("sorted_{}", source.index);
     ctx.register_parquet(
         &name,

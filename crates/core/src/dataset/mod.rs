@@ -264,14 +264,7 @@ impl DatasetBuilder {
         let mut sink =
             ParallelSink::create_with(&out, def.schema(), table_properties(def), threads)?;
         if staging.exists() {
-            // Wide rows (1 MiB call stacks) get a session of their own with fewer rows per
-            // batch: 8192 of them read back as one batch of gigabytes.
-            let rows = sort_batch_rows(staging);
-            let ctx = if rows == SORT_BATCH_ROWS {
-                self.sorter()?
-            } else {
-                sort_context(rows)?
-            };
+            let ctx = self.session_for(staging)?;
             let name = format!("staging_{index}_{}", def.name);
             ctx.register_parquet(
                 &name,
@@ -315,9 +308,16 @@ impl DatasetBuilder {
         Ok(out)
     }
 
-    /// The session of the ingest sorts, for a format's own passes over its staging files.
-    pub fn session(&self) -> Result<SessionContext> {
-        self.sorter()
+    /// The session of the ingest sorts, for a pass over the staging file `staging`. Wide rows
+    /// (1 MiB call stacks) get a session of their own with fewer rows per batch: 8192 of them
+    /// read back, or coalesced after a filter, make one batch of gigabytes.
+    pub fn session_for(&self, staging: &Path) -> Result<SessionContext> {
+        let rows = sort_batch_rows(staging);
+        if rows == SORT_BATCH_ROWS {
+            self.sorter()
+        } else {
+            sort_context(rows)
+        }
     }
 
     pub fn root(&self) -> &Path {
