@@ -163,6 +163,13 @@ pub struct GenConfig {
     /// step's forward and backward passes (truth: `wasted`). Needs `access_rows` (the default).
     #[serde(default, skip_serializing_if = "is_false")]
     pub wasted: bool,
+    /// Write as the msMemScope tool's newer builds do (`memq-gen --tool-style`): every MALLOC
+    /// and FREE of a device carries the driver counters `process_used` and `device_used`
+    /// (memscope-format §3.4: the keys are optional), and C call stacks run down to the
+    /// interpreter's frames (a real stack's 40–60 frames). The rows, their order and the truth
+    /// are the same; only the text is longer.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tool_style: bool,
     /// An extra owner (`PTA@eval_cache`) allocating a known number of bytes per step on every
     /// NPU and holding part of them to the end: run B of `memq-gen --compare-run`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,6 +269,7 @@ impl Default for GenConfig {
             warmup_percent: None,
             step_clock: None,
             wasted: false,
+            tool_style: false,
             extra_owner: None,
             leak_every: None,
         }

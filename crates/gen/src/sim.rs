@@ -137,6 +137,8 @@ struct Block {
     pending: Option<FreeRow>,
     /// What the block is by construction (truth's categories).
     cat: &'static str,
+    /// `process_used` and `device_used` at the MALLOC (`--tool-style`).
+    drv: Option<(u64, u64)>,
 }
 
 impl Block {
@@ -510,7 +512,7 @@ impl<'a> Proc<'a> {
                 a.track_uses = cfg.wasted;
                 a
             },
-            stacks: tx::stack_table(),
+            stacks: tx::stack_table_of(cfg.tool_style),
             leak_plan,
             leak_steps,
             residual_step,
@@ -789,6 +791,9 @@ impl<'a> Proc<'a> {
             a.push_str(",alloc_type:");
             a.push_str(alloc);
         }
+        if let Some((process, device)) = b.drv {
+            a.push_str(&format!(",process_used:{process},device_used:{device}"));
+        }
         let row = RowRef {
             id: b.malloc_id,
             event: "MALLOC",
@@ -882,6 +887,10 @@ impl<'a> Proc<'a> {
                 Pool::Host => a.push_str(&format!(",pinned:true,used:{}", f.used)),
                 Pool::Hal => {}
             }
+        }
+        let index = self.devs.iter().position(|x| x.dev == b.dev);
+        if let Some((process, device)) = index.and_then(|d| self.driver_used(d)) {
+            a.push_str(&format!(",process_used:{process},device_used:{device}"));
         }
         let row = RowRef {
             id: f.id,
@@ -995,6 +1004,7 @@ impl<'a> Proc<'a> {
             alloc_type: alloc,
             py: if self.cfg.stacks { py } else { stk::NONE },
             c: if self.cfg.stacks { c } else { stk::NONE },
+            drv: self.driver_used(d),
             accesses: Vec::new(),
             leak: false,
             pending: None,
@@ -1103,6 +1113,7 @@ impl<'a> Proc<'a> {
             alloc_type: "",
             py: if with_stacks { py } else { stk::NONE },
             c: if with_stacks { stk::C_PTA } else { stk::NONE },
+            drv: self.driver_used(d),
             accesses: Vec::new(),
             leak,
             pending: None,
@@ -1173,6 +1184,7 @@ impl<'a> Proc<'a> {
             alloc_type: "",
             py: stk::NONE,
             c: stk::NONE,
+            drv: None,
             accesses: Vec::new(),
             leak: false,
             pending: None,
@@ -1194,6 +1206,17 @@ impl<'a> Proc<'a> {
     }
 
     // ---- collection control ----------------------------------------------------------------
+
+    /// The driver counters of NPU `d` now, as the tool's newer builds write them on every
+    /// MALLOC and FREE (`--tool-style`): `process_used` is the process's physical HAL memory
+    /// plus the communication library's share, `device_used` adds the other processes'.
+    fn driver_used(&self, d: usize) -> Option<(u64, u64)> {
+        const HCCP_BYTES: u64 = 416 * MIB;
+        self.cfg.tool_style.then(|| {
+            let process = self.devs[d].hal_phys + HCCP_BYTES;
+            (process, process + self.other_used)
+        })
+    }
 
     fn device_free(&self, d: usize) -> u64 {
         self.hbm_total - self.other_used - self.devs[d].hal_phys

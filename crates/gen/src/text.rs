@@ -197,6 +197,38 @@ pub mod stk {
     pub const C_OOM: u32 = 11;
 }
 
+/// The interpreter's frames below the C++ callers of an allocation, as a real C stack of a
+/// Python program ends: the frame evaluation loop and its calls, nested `depth` times.
+fn interpreter_frames(depth: usize) -> String {
+    const LIB_PYTHON: &str = "/usr/local/python3.10/lib/libpython3.10.so.1.0";
+    let calls = [
+        ("_PyEval_EvalFrameDefault", 0x1f3c),
+        ("_PyFunction_Vectorcall", 0x7c),
+        ("PyObject_Call", 0x5b),
+        ("method_vectorcall", 0x29),
+    ];
+    let frames: Vec<(&str, &str, u32, u64)> = (0..depth)
+        .map(|i| {
+            let (sym, off) = calls[i % calls.len()];
+            (LIB_PYTHON, sym, off, 0x7f3a_5c00_0000 + (i as u64) * 0x1d0)
+        })
+        .collect();
+    c_frames(&frames)
+}
+
+/// All stack texts, indexed by the `stk::*` ids; with `deep_c`, each C stack ends with 40
+/// interpreter frames (`memq-gen --tool-style`).
+pub fn stack_table_of(deep_c: bool) -> Vec<String> {
+    let mut t = stack_table();
+    if deep_c {
+        let tail = interpreter_frames(40);
+        for id in [stk::C_PTA, stk::C_HAL_APP, stk::C_HCCL, stk::C_OOM] {
+            t[id as usize].push_str(&tail);
+        }
+    }
+    t
+}
+
 /// All stack texts, indexed by the `stk::*` ids.
 pub fn stack_table() -> Vec<String> {
     let mut t = vec![String::new(); 12];

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! memq-gen -o DIR [--devices N] [--steps N] [--events N] [--leak-bytes N] [--oom]
-//!          [--seed N] [--format csv|db] [--small] [--wasted]
+//!          [--seed N] [--format csv|db] [--small] [--wasted] [--tool-style]
 //! memq-gen -o DIR --compare-run [--extra-bytes N] [--extra-held N] [other run flags]
 //! memq-gen -o JOB --nodes N --ranks-per-node M [--events N (per rank)] [--steps N]
 //!          [--layers N] [--peak-rank R] [--skew-rank R --skew-step S] [--skew-ratio X]
@@ -105,6 +105,10 @@ struct Cli {
     /// long after last use, idle between two uses) across the peak; truth `wasted`.
     #[arg(long)]
     wasted: bool,
+    /// Write as the tool's newer builds do: `process_used` and `device_used` on every device
+    /// MALLOC and FREE, and C stacks down to the interpreter's frames (same rows and truth).
+    #[arg(long)]
+    tool_style: bool,
     /// Write two runs, DIR/runA and DIR/runB (two captures), B with an extra owner
     /// (PTA@eval_cache) allocating --extra-bytes per step and NPU and holding --extra-held of
     /// them to the end; truth in DIR/pair_truth.json.
@@ -246,6 +250,7 @@ fn main() -> ExitCode {
     if cli.wasted {
         cfg.wasted = true;
     }
+    cfg.tool_style = cli.tool_style;
     let t0 = Instant::now();
     if cli.compare_run {
         let mut x = ExtraOwner::default();
