@@ -154,7 +154,10 @@ fn append_adds_ranks_without_rewriting_the_others() {
     }
     let findings = |dataset: &Path| {
         let m = memq_core::dataset::Manifest::read(dataset).unwrap();
-        assert_eq!(m.stored, ["leak_candidates", "oom_events", "oom_findings"]);
+        assert_eq!(
+            m.stored,
+            ["pairing", "leak_candidates", "oom_events", "oom_findings"]
+        );
         m.tables
             .into_iter()
             .find(|t| t.name == "oom_findings")

@@ -9,7 +9,7 @@ use memq_engine::Engine;
 
 use crate::common::{self, ingest_temp};
 
-const STORED: [&str; 3] = ["leak_candidates", "oom_events", "oom_findings"];
+const STORED: [&str; 4] = ["pairing", "leak_candidates", "oom_events", "oom_findings"];
 
 fn g3_run() -> PathBuf {
     common::fixture("memscope/g3_run")
@@ -85,7 +85,7 @@ async fn stored_views_are_read_and_equal_the_planned_views() {
     )
     .await;
     assert!(triggers > 0);
-    assert_eq!(stored[2].0.len() as i64, 6 * triggers);
+    assert_eq!(stored[3].0.len() as i64, 6 * triggers);
 
     // Stored by another library: the views are planned over the same tables, same answers.
     rewrite_manifest(&ing.dataset, |m| m.library = Some("another library".into()));
@@ -110,7 +110,7 @@ async fn stored_views_are_read_and_equal_the_planned_views() {
     assert!(plan(&engine, "oom_findings")
         .await
         .contains("oom_findings/0000.parquet"));
-    assert_eq!(answer(&engine, "oom_events").await, stored[1]);
+    assert_eq!(answer(&engine, "oom_events").await, stored[2]);
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 -- pairing: whether the MALLOC and FREE rows of each dump can be paired into block lifetimes, or the stream is one-sided.
 --
 -- @private: a helper the other analyses build on.
+-- @stored
 --
 -- Since msMemScope's change "取消联动事件落盘，由events参数精确控制" (July 2026, Ascend/msmemscope
 -- commit 69fbe9c: csrc/analysis/dump.cpp Dump::ShouldDumpEvent) the `--events` option decides
@@ -24,6 +25,8 @@
 -- owner_peaks keep its rows with can_pair = false; capabilities shows pairing and
 -- has_alloc_free per dump. The counters the tool writes on pool rows (used, total) do not
 -- depend on pairing and stay.
+-- Stored at ingest: trend, usage_series, window_summary, breakdown_at and the leak analyses
+-- read it in every call (planned per query it cost 14 ms of each).
 -- The config.json of a dump is the one of its msMemScope project folder: the config.json whose
 -- folder is the longest prefix of the dump's path (`<project>/device_N/dump/…`).
 --
