@@ -1,6 +1,6 @@
 //! `memq cluster scheduler` and `memq cluster executor`: the two roles of a Ballista cluster
 //! that runs memq's SQL (docs/scale-out.md). `memq sql --cluster` and `memq run --cluster`
-//! are the client ([`crate::open::open_inputs_on`]); the shell's `\connect` switches to one.
+//! are the client ([`crate::api::Dataset::open`] with `OpenOptions::cluster`); the shell's `\connect` switches to one.
 
 #[cfg(feature = "cluster")]
 use std::net::SocketAddr;

@@ -6,8 +6,8 @@
 //!
 //! [`api`] is the library API the command line ([`cli`]), the shell and the Python module call.
 //!
-//! Here: [`catalog`] (the formats this binary knows), [`open`] (an INPUT as an engine),
-//! [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
+//! Here: [`catalog`] (the formats this binary knows), `open` (an INPUT as an engine, behind
+//! [`api::Dataset::open`]), [`exec`] (the one statement path of `memq sql`, `memq run` and the shell), [`output`]
 //! (printers and writers), [`params`], [`run`], [`export`], [`repl`].
 
 pub mod agent;

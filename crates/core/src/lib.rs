@@ -61,7 +61,7 @@ pub fn address_space_cap() -> Option<u64> {
         };
         // SAFETY: getrlimit writes the struct it is given and nothing else.
         let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0;
-        (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
+        (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
     }
     #[cfg(not(unix))]
     {

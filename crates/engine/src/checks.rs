@@ -240,7 +240,7 @@ fn check_name(
     of: &str,
 ) -> DfResult<()> {
     let name = as_name(value);
-    if known.iter().any(|k| *k == name) {
+    if known.contains(&name) {
         return Ok(());
     }
     if known.is_empty() && of.is_empty() {
