@@ -7,11 +7,14 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::api::{self, Dataset, IngestOptions, OpenOptions};
+use crate::commands::export::count;
+use crate::commands::sql::{
+    bind_params, check_output_format, interruptible, on_cluster, run_output, run_sql, sql_text,
+};
 use crate::error::{MemqError, Result};
 use crate::exec::{self, PrintOptions};
-use crate::export::{self, Selection};
 use crate::output::Format;
-use crate::params::{self, Params};
+
 use crate::repl::{self, ReplOptions};
 use crate::run::{self as run_files, RunOutput};
 
@@ -255,156 +258,6 @@ enum Command {
     },
 }
 
-fn bind_params(raw: &[String]) -> Result<Params> {
-    let mut bound = Params::new();
-    for p in raw {
-        let (k, v) = params::parse_assignment(p)?;
-        bound.insert(k, v);
-    }
-    Ok(bound)
-}
-
-fn run_output(
-    output: Option<PathBuf>,
-    format: Option<String>,
-    raw_bytes: bool,
-) -> Result<RunOutput> {
-    match output {
-        Some(dir) => {
-            let f = match format.as_deref() {
-                None => Format::Parquet,
-                Some(s) => Format::parse(s)
-                    .filter(|f| f.ext().is_some())
-                    .ok_or_else(|| {
-                        MemqError::Usage(format!(
-                            "--format {s}: with -o use parquet, csv, tsv, json, ndjson or markdown"
-                        ))
-                    })?,
-            };
-            Ok(RunOutput::Dir(dir, f))
-        }
-        None => {
-            let f = match format.as_deref() {
-                None => Format::Table,
-                Some(s) => Format::parse(s).filter(|f| *f != Format::Parquet).ok_or_else(|| {
-                    MemqError::Usage(format!("--format {s}: on stdout use table, csv, tsv, json, ndjson or markdown (parquet needs -o DIR)"))
-                })?,
-            };
-            Ok(RunOutput::Stdout(PrintOptions::new(f, raw_bytes)))
-        }
-    }
-}
-
-/// The SQL of `-e` or `-f FILE`, and the origin errors name (the file).
-fn sql_text(sql: Option<String>, file: Option<&std::path::Path>) -> Result<(String, String)> {
-    match (sql, file) {
-        (Some(s), _) => Ok((s, String::new())),
-        (None, Some(f)) => {
-            let text = std::fs::read_to_string(f).map_err(|e| MemqError::io(f, e))?;
-            Ok((text, f.display().to_string()))
-        }
-        (None, None) => Err(MemqError::Usage(
-            "give the SQL with -e or a file with -f".into(),
-        )),
-    }
-}
-
-/// `-o x.parquet --format csv`: the file's extension picks the writer, so a different
-/// `--format` is a mistake, not something to ignore.
-fn check_output_format(output: Option<&std::path::Path>, format: Format) -> Result<()> {
-    let Some(path) = output else { return Ok(()) };
-    let by_ext = crate::output::file_format(path)?;
-    if by_ext != format {
-        let name = format.name();
-        return Err(MemqError::Usage(format!(
-            "--format {name} does not match -o {}: the file's extension picks the writer; drop --format or name the file .{}",
-            path.display(),
-            format.ext().unwrap_or(&name),
-        )));
-    }
-    Ok(())
-}
-
-/// Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
-const INTERRUPTED: u8 = 130;
-
-/// Runs `work`, which says whether it was stopped, until it ends or Ctrl-C comes: then `stop`
-/// fires, the work has a second to end its table or remove its unfinished file, and memq exits
-/// with status 130.
-async fn interruptible(
-    work: impl std::future::Future<Output = Result<bool>>,
-    stop: &exec::Stop,
-) -> Result<()> {
-    let stopped = {
-        tokio::pin!(work);
-        tokio::select! {
-            r = &mut work => r?,
-            _ = tokio::signal::ctrl_c() => {
-                stop.stop();
-                // Printing ends its table at the next batch; a computation still running is
-                // dropped with the work (an unfinished file with it).
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), &mut work).await;
-                true
-            }
-        }
-    };
-    if stopped {
-        eprintln!("memq: interrupted");
-        std::process::exit(INTERRUPTED.into());
-    }
-    Ok(())
-}
-
-/// Runs the statements of `sql`, each result printed as it streams (the last one written to
-/// `output` instead when given). Ctrl-C stops at once: the table is ended, an unfinished file
-/// is removed, and memq exits with status 130.
-async fn run_sql(
-    ds: &Dataset,
-    sql: &str,
-    params: &Params,
-    origin: &str,
-    print: PrintOptions,
-    output: Option<&std::path::Path>,
-) -> Result<()> {
-    let stop = exec::Stop::new();
-    let work = async {
-        let mut statements = ds.statements(sql, params, origin)?;
-        while let Some(r) = statements.next().await {
-            let mut r = r?;
-            if !r.has_columns() {
-                continue;
-            }
-            let last = statements.remaining() == 0;
-            let shown = match output {
-                Some(path) if last => exec::write(&mut r, path, &stop).await?,
-                _ => print.print(&mut r, &stop).await?,
-            };
-            if shown.stopped() {
-                return Ok(true);
-            }
-        }
-        Ok::<bool, MemqError>(false)
-    };
-    interruptible(work, &stop).await
-}
-
-/// How `memq sql` and `memq run` open their input: with a progress bar, on the cluster given
-/// (`--cluster`), else on `$MEMQ_CLUSTER`'s.
-fn on_cluster(cluster: Option<String>) -> OpenOptions {
-    let env = std::env::var(crate::open::CLUSTER_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    OpenOptions {
-        cluster: cluster.or(env),
-        ..OpenOptions::with_progress()
-    }
-}
-
-/// `1 row`, `5 rows`.
-fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 async fn run(cli: Cli) -> Result<()> {
     let Some(command) = cli.command else {
         if cli.inputs.is_empty() {
@@ -558,46 +411,7 @@ async fn run(cli: Cli) -> Result<()> {
             output,
             format,
             force,
-        } => {
-            let selection = Selection::parse(&views);
-            export::select(&selection, crate::analyses())?;
-            let ds =
-                Dataset::open(std::slice::from_ref(&input), &OpenOptions::with_progress()).await?;
-            let stop = exec::Stop::new();
-            let mut index = None;
-            // Ctrl-C drops the export: its staging folder goes with it, DIR is left as it was.
-            interruptible(
-                async {
-                    index = Some(ds.export(&selection, &output, format, force).await?);
-                    Ok(false)
-                },
-                &stop,
-            )
-            .await?;
-            let Some(index) = index else { return Ok(()) };
-            for v in &index.views {
-                eprintln!(
-                    "{:<32} {:>15}  {}",
-                    v.view,
-                    count(v.rows, "row", "rows"),
-                    v.file
-                );
-            }
-            eprintln!(
-                "{} written to {} (index in {})",
-                count(index.views.len() as u64, "analysis", "analyses"),
-                output.display(),
-                export::INDEX_FILE
-            );
-            if !index.skipped.is_empty() {
-                eprintln!(
-                    "skipped {} with no data in this dataset (name them with --views to export them anyway): {}",
-                    count(index.skipped.len() as u64, "analysis", "analyses"),
-                    index.skipped.join(", ")
-                );
-            }
-            Ok(())
-        }
+        } => crate::commands::export::run_export(&input, &views, &output, format, force).await,
         Command::Report {
             inputs,
             output,
