@@ -160,7 +160,7 @@ pub fn pickle_target(data: &[u8]) -> Outcome {
 /// The db reader, through the memscope format's ingest of one `memscope_dump_x.db` into a
 /// dataset under construction: any bytes ingest or fail with an error naming the file.
 pub fn db_target(data: &[u8], scratch: &Path) -> Outcome {
-    use memq_core::format::{Format, Source, SourceKind};
+    use memq_core::format::{Format, Source};
     let dir = tempfile::TempDir::new_in(scratch).map_err(|e| e.to_string())?;
     let db = dir.path().join("memscope_dump_fuzz.db");
     std::fs::write(&db, data).map_err(|e| e.to_string())?;
@@ -175,7 +175,7 @@ pub fn db_target(data: &[u8], scratch: &Path) -> Outcome {
         index: 0,
         path: db.clone(),
         name: "memscope_dump_fuzz.db".into(),
-        kind: SourceKind::MemscopeDb,
+        kind: memq_memscope::MEMSCOPE_DB,
     }];
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -14,7 +14,7 @@ use datafusion::prelude::ParquetReadOptions;
 use futures::StreamExt;
 use memq_core::dataset::{self, DatasetBuilder, ParquetSink};
 use memq_core::error::{MemqError, Result};
-use memq_core::format::{Progress, ProgressRead, Source, SourceKind, SourceReport, WholeFile};
+use memq_core::format::{Progress, ProgressRead, Source, SourceReport, WholeFile};
 use memq_core::rejects::RejectsBuilder;
 
 use crate::derive::Deriver;
@@ -42,7 +42,7 @@ pub async fn ingest(
     let mut reports = Vec::with_capacity(sources.len());
     for (source, parsed) in sources.iter().zip(parsed.iter_mut()) {
         let report = match source.kind {
-            SourceKind::MemscopeCsv | SourceKind::MemscopeDb => {
+            crate::MEMSCOPE_CSV | crate::MEMSCOPE_DB => {
                 let p = parsed
                     .take()
                     .ok_or_else(|| MemqError::Query(format!("{}: not parsed", source.name)))??;
@@ -82,12 +82,7 @@ fn parse_dumps(
     progress: &Progress,
 ) -> Result<Vec<Option<Result<ParsedDump>>>> {
     let work: Vec<usize> = (0..sources.len())
-        .filter(|&i| {
-            matches!(
-                sources[i].kind,
-                SourceKind::MemscopeCsv | SourceKind::MemscopeDb
-            )
-        })
+        .filter(|&i| matches!(sources[i].kind, crate::MEMSCOPE_CSV | crate::MEMSCOPE_DB))
         .collect();
     let mut results: Vec<Option<Result<ParsedDump>>> = (0..sources.len()).map(|_| None).collect();
     if work.is_empty() {
@@ -148,7 +143,7 @@ fn parse_dump(
     workers: usize,
 ) -> Result<ParsedDump> {
     let (summary, python_trace, passed) = match source.kind {
-        SourceKind::MemscopeDb => {
+        crate::MEMSCOPE_DB => {
             let out = SourceOutput::create(&source.name, &events_staging, &rejects_path)?;
             let conn = db::open(&source.path)?;
             let summary = db::read(&source.path, &conn, out)?;
@@ -482,11 +477,11 @@ impl HalMallocs {
 fn companion(out: &DatasetBuilder, source: &Source) -> Result<SourceReport> {
     let mut rejected = RejectsBuilder::new(&source.name);
     let (def, batch) = match source.kind {
-        SourceKind::PythonTrace => (
+        crate::PYTHON_TRACE => (
             ms::python_trace(),
             companions::read_python_trace_csv(&source.path, &source.name, &mut rejected)?,
         ),
-        SourceKind::MemoryCompare => (
+        crate::MEMORY_COMPARE => (
             ms::step_compare(),
             companions::read_memory_compare(&source.path, &source.name, &mut rejected)?,
         ),

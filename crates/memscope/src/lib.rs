@@ -73,6 +73,17 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "window_summary",
 );
 
+/// A `memscope_dump_*.csv` (or a CSV with its header).
+pub const MEMSCOPE_CSV: SourceKind = SourceKind("memscope_csv");
+/// An msMemScope SQLite dump (`memscope_dump_*.db`, msLeaks' `leaks_dump_*.db`).
+pub const MEMSCOPE_DB: SourceKind = SourceKind("memscope_db");
+/// A `python_trace_*.csv` of an output folder.
+pub const PYTHON_TRACE: SourceKind = SourceKind("python_trace");
+/// A `memory_compare_*.csv` of an output folder.
+pub const MEMORY_COMPARE: SourceKind = SourceKind("memory_compare");
+/// The `config.json` of an output folder.
+pub const CONFIG: SourceKind = SourceKind("config");
+
 /// msMemScope dumps and output folders.
 pub struct Memscope;
 
@@ -89,46 +100,46 @@ impl Format for Memscope {
         let name = file.file_name();
         if name.starts_with("memscope_dump") || name.starts_with("leaks_dump") {
             if file.has_ext(&["csv"]) {
-                return Some(SourceKind::MemscopeCsv);
+                return Some(MEMSCOPE_CSV);
             }
             if file.has_ext(&["db"]) {
-                return Some(SourceKind::MemscopeDb);
+                return Some(MEMSCOPE_DB);
             }
         }
         if name.starts_with("python_trace") && file.has_ext(&["csv"]) {
-            return Some(SourceKind::PythonTrace);
+            return Some(PYTHON_TRACE);
         }
         if name.starts_with("memory_compare") && file.has_ext(&["csv"]) {
-            return Some(SourceKind::MemoryCompare);
+            return Some(MEMORY_COMPARE);
         }
         if name == "config.json" {
-            return Some(SourceKind::Config);
+            return Some(CONFIG);
         }
         let text = file.head_text();
         if file.in_folder {
             // Other CSV files count when their header is a dump's (renamed or copied dumps).
             return (file.has_ext(&["csv"]) && text.starts_with("ID,Event,"))
-                .then_some(SourceKind::MemscopeCsv);
+                .then_some(MEMSCOPE_CSV);
         }
         if file.has_ext(&["db", "sqlite", "sqlite3"]) || file.head.starts_with(b"SQLite format 3\0")
         {
-            return Some(SourceKind::MemscopeDb);
+            return Some(MEMSCOPE_DB);
         }
         if file.has_ext(&["json"]) {
-            return Some(SourceKind::Config);
+            return Some(CONFIG);
         }
         if text.starts_with("FuncInfo") {
-            return Some(SourceKind::PythonTrace);
+            return Some(PYTHON_TRACE);
         }
         if text.starts_with(",,,Base") {
-            return Some(SourceKind::MemoryCompare);
+            return Some(MEMORY_COMPARE);
         }
         // A file named directly is read as a dump; the reader says what is wrong with it.
-        Some(SourceKind::MemscopeCsv)
+        Some(MEMSCOPE_CSV)
     }
 
     fn is_primary(&self, kind: SourceKind) -> bool {
-        matches!(kind, SourceKind::MemscopeCsv | SourceKind::MemscopeDb)
+        matches!(kind, MEMSCOPE_CSV | MEMSCOPE_DB)
     }
 
     fn takes_any_file(&self) -> bool {

@@ -34,18 +34,23 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
 /// The profiler's output folder, the parent of the memory CSVs.
 const OUTPUT_FOLDER: &str = "ASCEND_PROFILER_OUTPUT";
 
+/// A profiler `memory_record.csv` (or a file of its layout).
+pub const MEMORY_RECORD: SourceKind = SourceKind("profiler_memory_record");
+/// A profiler `operator_memory.csv` (or a file of its layout).
+pub const OPERATOR_MEMORY: SourceKind = SourceKind("profiler_operator_memory");
+
 /// Ascend PyTorch Profiler memory CSVs.
 pub struct Profiler;
 
 impl Profiler {
-    /// The source kind of a layout. memq-core knows two profiler kinds: the files sampling
+    /// The source kind of a layout. The profiler format has two kinds: the files sampling
     /// memory over time (memory_record, npu_module_mem) and those listing operator allocations
     /// (operator_memory, static_op_mem); `sources.generation` names the layout itself.
     fn kind(layout: &read::Layout) -> SourceKind {
         if [read::OPERATOR_MEMORY.name, read::STATIC_OP_MEM.name].contains(&layout.name) {
-            SourceKind::ProfilerOperatorMemory
+            OPERATOR_MEMORY
         } else {
-            SourceKind::ProfilerMemoryRecord
+            MEMORY_RECORD
         }
     }
 
@@ -55,7 +60,7 @@ impl Profiler {
         let first = text.lines().next().unwrap_or("");
         match read::layout_of(first) {
             Some(layout) => Some(Self::kind(layout)),
-            None => read::looks_like_profiler(first).then_some(SourceKind::ProfilerMemoryRecord),
+            None => read::looks_like_profiler(first).then_some(MEMORY_RECORD),
         }
     }
 
@@ -177,7 +182,7 @@ mod tests {
                 b"",
                 true
             ),
-            Some(SourceKind::ProfilerMemoryRecord)
+            Some(MEMORY_RECORD)
         );
         assert_eq!(
             named(
@@ -185,16 +190,13 @@ mod tests {
                 b"",
                 true
             ),
-            Some(SourceKind::ProfilerOperatorMemory)
+            Some(OPERATOR_MEMORY)
         );
         assert_eq!(named("x/elsewhere/memory_record.csv", head, true), None);
-        assert_eq!(
-            named("renamed.csv", head, false),
-            Some(SourceKind::ProfilerMemoryRecord)
-        );
+        assert_eq!(named("renamed.csv", head, false), Some(MEMORY_RECORD));
         assert_eq!(
             named("o.csv", b"Name,Size(KB),Allocation Time(us),Release", false),
-            Some(SourceKind::ProfilerOperatorMemory)
+            Some(OPERATOR_MEMORY)
         );
         assert_eq!(named("dump.csv", b"ID,Event,Event Type,Name", false), None);
     }
@@ -267,11 +269,11 @@ mod tests {
         let out = "x/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/";
         assert_eq!(
             named(&format!("{out}npu_module_mem.csv"), b"", true),
-            Some(SourceKind::ProfilerMemoryRecord)
+            Some(MEMORY_RECORD)
         );
         assert_eq!(
             named(&format!("{out}static_op_mem.csv"), b"", true),
-            Some(SourceKind::ProfilerOperatorMemory)
+            Some(OPERATOR_MEMORY)
         );
         assert_eq!(named(&format!("{out}kernel_details.csv"), b"", true), None);
         for head in [
@@ -281,10 +283,7 @@ mod tests {
             let first = String::from_utf8_lossy(head);
             let first = first.lines().next().unwrap();
             assert_eq!(read::layout_of(first).unwrap().name, "npu_module_mem");
-            assert_eq!(
-                named("m.csv", head, false),
-                Some(SourceKind::ProfilerMemoryRecord)
-            );
+            assert_eq!(named("m.csv", head, false), Some(MEMORY_RECORD));
         }
         // 64 bytes of the static_op_mem header.
         let head =
@@ -296,14 +295,11 @@ mod tests {
                 .name,
             "static_op_mem"
         );
-        assert_eq!(
-            named("s.csv", head, false),
-            Some(SourceKind::ProfilerOperatorMemory)
-        );
+        assert_eq!(named("s.csv", head, false), Some(OPERATOR_MEMORY));
         // Profiler-like but no layout: claimed, to be refused by its header.
         assert_eq!(
             named("u.csv", b"Component,Timestamp(us),Used(MB)", false),
-            Some(SourceKind::ProfilerMemoryRecord)
+            Some(MEMORY_RECORD)
         );
         assert_eq!(named("k.csv", b"Name,Type,Duration(us)", false), None);
     }

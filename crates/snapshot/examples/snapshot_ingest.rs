@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use memq_core::dataset::DatasetBuilder;
-use memq_core::format::{Format, Source, SourceKind};
+use memq_core::format::{Format, Source};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -25,7 +25,7 @@ fn main() {
         index: 0,
         path: file.clone(),
         name: file.file_name().unwrap().to_string_lossy().into_owned(),
-        kind: SourceKind::Snapshot,
+        kind: memq_snapshot::SNAPSHOT,
     }];
     let mut future = format.ingest(&sources, &builder, Arc::new(|_| {}));
     // The future does its work synchronously: one poll completes it.

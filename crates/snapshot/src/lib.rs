@@ -473,6 +473,9 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "state_at",
 );
 
+/// A PyTorch memory snapshot (pickle or JSON).
+pub const SNAPSHOT: SourceKind = SourceKind("snapshot");
+
 /// PyTorch memory snapshot pickles.
 pub struct Snapshot;
 
@@ -492,7 +495,7 @@ impl Format for Snapshot {
         let by_extension = file.has_ext(&["pickle", "pkl", "pk"]);
         let by_content = !file.in_folder
             && (file.head.first() == Some(&0x80) || from_json::is_snapshot(file.path, file.head));
-        (by_extension || by_content).then_some(SourceKind::Snapshot)
+        (by_extension || by_content).then_some(SNAPSHOT)
     }
 
     fn is_primary(&self, _kind: SourceKind) -> bool {

@@ -31,7 +31,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
 );
 
 /// The kind a trace is given in `sources.kind` (`kineto_trace`).
-pub const KIND: SourceKind = SourceKind::KinetoTrace;
+pub const KIND: SourceKind = SourceKind("kineto_trace");
 
 /// The top-level keys of a Kineto trace, one of which is in its first 64 KiB.
 pub const TRACE_KEYS: [&str; 3] = [
