@@ -481,6 +481,7 @@ const WORKER_STACK_BYTES: usize = 64 << 20;
 /// Runs the command line `args` (the program name first) and returns the exit status.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> u8 {
     restore_sigpipe();
+    memq_core::fit_to_address_space_cap();
     let args: Vec<OsString> = args.into_iter().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

@@ -51,6 +51,21 @@ pub fn budget_under_cap(cap: u64) -> usize {
     usize::try_from(left).unwrap_or(usize::MAX).max(64 << 20)
 }
 
+/// Fits the allocator to an address-space cap, when there is one; call it before any thread
+/// starts. glibc gives each thread that contends an arena of its own, each reserving 64 MiB of
+/// address space: up to 16 on 2 cores, a GiB of a 2 GiB cap that a big ingest then lacks (a
+/// 1.17 GB pickle under `prlimit --as 2G` aborted once in two runs). Two arenas are enough for
+/// memq's few threads.
+pub fn fit_to_address_space_cap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if address_space_cap().is_some() {
+        // SAFETY: mallopt only sets an allocator parameter; no thread allocates concurrently yet.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
 /// The soft limit of the process's address space (`RLIMIT_AS`), when there is one.
 pub fn address_space_cap() -> Option<u64> {
     #[cfg(unix)]
