@@ -21,7 +21,7 @@ use datafusion::logical_expr::Subquery;
 use datafusion::prelude::SessionContext;
 
 use crate::facts::{scalars, Facts};
-use crate::library::{Analysis, Check, CheckKind};
+use crate::library::{default_value, Analysis, Check, CheckKind};
 use crate::units::{format_epoch, parse_duration, parse_epoch};
 
 fn is_moment(c: Option<&Check>) -> bool {
@@ -322,17 +322,11 @@ pub async fn resolve(
         };
         match values.get(i) {
             Some(v) => v.clone(),
-            None => match analysis.params[i].default.as_deref() {
-                Some(d) if d.eq_ignore_ascii_case("NULL") => ScalarValue::Null,
-                Some(d) => match d.strip_prefix('\'').and_then(|d| d.strip_suffix('\'')) {
-                    Some(text) => ScalarValue::Utf8(Some(text.to_string())),
-                    None => {
-                        ScalarValue::try_from_string(d.to_string(), &analysis.params[i].data_type)
-                            .unwrap_or(ScalarValue::Null)
-                    }
-                },
-                None => ScalarValue::Null,
-            },
+            None => analysis.params[i]
+                .default
+                .as_deref()
+                .and_then(|d| default_value(d, &analysis.params[i].data_type).ok())
+                .unwrap_or(ScalarValue::Null),
         }
     };
     let mut window = (None, None);

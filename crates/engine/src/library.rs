@@ -480,7 +480,8 @@ pub fn bind(analysis: &Analysis, args: &[ScalarValue]) -> DfResult<HashMap<Strin
     Ok(values)
 }
 
-fn default_value(text: &str, data_type: &DataType) -> DfResult<ScalarValue> {
+/// A parameter's declared default (`NULL`, `'HAL'`, `20`) as a value of its type.
+pub fn default_value(text: &str, data_type: &DataType) -> DfResult<ScalarValue> {
     if text.eq_ignore_ascii_case("NULL") {
         return ScalarValue::try_from(data_type);
     }

@@ -888,7 +888,10 @@ impl<'a> Proc<'a> {
                 Pool::Hal => {}
             }
         }
-        let index = self.devs.iter().position(|x| x.dev == b.dev);
+        let index = match self.cfg.tool_style {
+            true => self.devs.iter().position(|x| x.dev == b.dev),
+            false => None,
+        };
         if let Some((process, device)) = index.and_then(|d| self.driver_used(d)) {
             a.push_str(&format!(",process_used:{process},device_used:{device}"));
         }

@@ -157,12 +157,7 @@ fn read_rows(
             }
             Err(e) => Err(input_error(path, e)),
         };
-        if let Some(failed) = builder.traces.failed.take() {
-            return Err(failed);
-        }
-        if let Some(failed) = builder.traces.derive.failed.take() {
-            return Err(failed);
-        }
+        builder.traces.take_failure()?;
         if walked.is_ok() {
             return Ok(builder.into_rows());
         }
@@ -170,16 +165,34 @@ fn read_rows(
     out.reset()?;
     lifetimes.reset()?;
     let decoded = decode(path, data, None)?.map_err(|e| input_error(path, e))?;
+    walk_held(
+        path,
+        &decoded,
+        snapshot,
+        limits,
+        (out, lifetimes),
+        file_bytes,
+        false,
+    )
+}
+
+/// The decoded snapshot walked with its trace rows held until the walk ends (a pickle's plain
+/// fallback, a JSON snapshot): the rows of every other table are returned.
+fn walk_held(
+    path: &Path,
+    decoded: &Decoded<'_>,
+    snapshot: &str,
+    limits: Limits,
+    (out, lifetimes): Outs,
+    file_bytes: usize,
+    json_input: bool,
+) -> Result<Rows> {
     let mut sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
     sink.derive.lifetimes_to(Box::new(|b| lifetimes.batch(b)));
     let mut builder = Builder::new(path, file_bytes, sink);
-    let walked = tables::walk(&decoded, file_bytes, &mut builder, None);
-    if let Some(failed) = builder.traces.failed.take() {
-        return Err(failed);
-    }
-    if let Some(failed) = builder.traces.derive.failed.take() {
-        return Err(failed);
-    }
+    builder.json_input = json_input;
+    let walked = tables::walk(decoded, file_bytes, &mut builder, None);
+    builder.traces.take_failure()?;
     walked?;
     Ok(builder.into_rows())
 }
@@ -213,19 +226,15 @@ fn read_json(
             from_json::decode(path, opened)?
         }
     };
-    let mut sink = TraceSink::new(snapshot, true, limits, Box::new(|b| out.batch(b)));
-    sink.derive.lifetimes_to(Box::new(|b| lifetimes.batch(b)));
-    let mut builder = Builder::new(path, file_bytes, sink);
-    builder.json_input = true;
-    let walked = tables::walk(&decoded, file_bytes, &mut builder, None);
-    if let Some(failed) = builder.traces.failed.take() {
-        return Err(failed);
-    }
-    if let Some(failed) = builder.traces.derive.failed.take() {
-        return Err(failed);
-    }
-    walked?;
-    Ok(builder.into_rows())
+    walk_held(
+        path,
+        &decoded,
+        snapshot,
+        limits,
+        (out, lifetimes),
+        file_bytes,
+        true,
+    )
 }
 
 fn size_of(path: &Path, data: Data) -> Result<usize> {

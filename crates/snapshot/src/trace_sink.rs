@@ -188,6 +188,15 @@ impl<'e> TraceSink<'e> {
         }
     }
 
+    /// The first error of the sink or its derivation (rows that could not be written): reading
+    /// stops with it, before the walk's own result.
+    pub fn take_failure(&mut self) -> Result<()> {
+        match self.failed.take().or_else(|| self.derive.failed.take()) {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
+    }
+
     /// A sink for another trace of the same snapshot (the host's), into `table`, holding its
     /// rows, with the same batch limits.
     pub fn sibling(

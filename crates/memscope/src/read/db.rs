@@ -309,13 +309,14 @@ pub fn read(path: &Path, conn: &Connection, mut out: SourceOutput) -> Result<Dum
     let mut rows = stmt.query([]).map_err(|e| sqlite_error(path, e))?;
     let mut row_idx = 0u64;
     let mut ev = EventRow::default();
+    let max_row_bytes = crate::parse::records::max_record_bytes();
     while let Some(r) = rows.next().map_err(|e| sqlite_error(path, e))? {
         let rowid: i64 = r.get(0).unwrap_or(0);
         // Measured on SQLite's own buffers before anything is copied: a row bigger than a
         // record may be (a generated column that expands to gigabytes) is a reject that keeps
         // the start of each cell, as an oversized CSV record is.
         let bytes = row_bytes(r, names.len());
-        if bytes > crate::parse::records::max_record_bytes() {
+        if bytes > max_row_bytes {
             out.push_reject(Reject {
                 line: rowid.max(0) as u64,
                 byte_offset: 0,
