@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds a large snapshot pickle from a real one for the snapshot benchmark (issue 10):
+"""Builds a large snapshot pickle from a real one for the snapshot benchmarks:
 the device trace entries are repeated, each copy shifted in address space and in time, until
 the file reaches the wanted size; segments and the other keys stay as they are. Frame lists are
 shared between copies (pickle stores them once, as the real writer does for repeated stacks).

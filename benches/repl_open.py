@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Times how long the interactive shell takes to open (issue 10: "the REPL opens a cached
-dataset in <= 50 ms"): `memq INPUT` is started in a pseudo-terminal, the clock stops when the
+"""Times how long the interactive shell takes to open (the target: a cached dataset
+opens in <= 50 ms): `memq INPUT` is started in a pseudo-terminal, the clock stops when the
 `memq> ` prompt is printed, then `\\q` quits. The first start ingests a raw INPUT into the cache
 and is not counted (printed apart); the next RUNS starts reopen the cached dataset.
 
