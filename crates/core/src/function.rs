@@ -110,6 +110,18 @@ pub fn scalar_volatile(
     function(name, usage, doc, signature, returns, body)
 }
 
+/// [`scalar`] with any number of arguments (`json_object(name, value, …)`).
+pub fn scalar_variadic(
+    name: &'static str,
+    usage: &'static str,
+    doc: &'static str,
+    returns: DataType,
+    body: Body,
+) -> Function {
+    let signature = Signature::variadic_any(Volatility::Immutable);
+    function(name, usage, doc, signature, returns, body)
+}
+
 fn function(
     name: &'static str,
     usage: &'static str,

@@ -12,11 +12,44 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::ScalarUDF;
 use datafusion::prelude::SessionContext;
 use memq_core::format::{Catalog, Function};
-use memq_core::function::{format_bytes, ints, scalar, scalar_optional, scalar_volatile, strings};
+use memq_core::function::{
+    format_bytes, ints, scalar, scalar_optional, scalar_variadic, scalar_volatile, strings,
+};
+
+use crate::units::{format_duration, format_epoch};
 
 fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let n = ints(&args[0])?;
     let out: StringArray = n.iter().map(|v| v.map(format_bytes)).collect();
+    Ok(Arc::new(out))
+}
+
+fn fmt_duration(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let n = ints(&args[0])?;
+    let out: StringArray = n.iter().map(|v| v.map(|v| format_duration(v as f64))).collect();
+    Ok(Arc::new(out))
+}
+
+/// A moment as the report writes it: `2026-12-07 19:40:06.123 UTC`, and with a start
+/// `+1.234 s (2026-12-07 19:40:06.123 UTC)` when the moment is not before it.
+pub fn format_moment(ns: i64, start: Option<i64>) -> String {
+    let iso = format_epoch(ns, 3);
+    let at = format!("{} UTC", iso.replacen('T', " ", 1).trim_end_matches('Z'));
+    match start {
+        Some(s) if ns >= s => format!("+{} ({at})", format_duration((ns - s) as f64)),
+        _ => at,
+    }
+}
+
+fn fmt_time(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let n = ints(&args[0])?;
+    let start = args.get(1).map(ints).transpose()?;
+    let out: StringArray = (0..n.len())
+        .map(|i| {
+            let s = start.as_ref().and_then(|s| s.is_valid(i).then(|| s.value(i)));
+            n.is_valid(i).then(|| format_moment(n.value(i), s))
+        })
+        .collect();
     Ok(Arc::new(out))
 }
 
@@ -93,6 +126,29 @@ pub fn functions() -> Vec<Function> {
             1,
             DataType::Utf8,
             fmt_bytes,
+        ),
+        scalar(
+            "fmt_duration",
+            "fmt_duration(ns) -> VARCHAR",
+            "A duration in ns as the shell prints it: 950 ns, 3.200 µs, 1.234 ms, 12.345 s, 2 min 05 s, 3 h 02 min.",
+            1,
+            DataType::Utf8,
+            fmt_duration,
+        ),
+        scalar_optional(
+            "fmt_time",
+            "fmt_time(ns [, start_ns]) -> VARCHAR",
+            "A moment (ns since the Unix epoch) in UTC to the millisecond: 2026-12-07 19:40:06.123 UTC; with a start, the time since it first: +1.234 s (2026-12-07 19:40:06.123 UTC).",
+            1..=2,
+            DataType::Utf8,
+            fmt_time,
+        ),
+        scalar_variadic(
+            "json_object",
+            "json_object(name, value [, name, value …]) -> VARCHAR",
+            "A JSON object of the named values, as text: numbers, text, booleans and NULL as themselves, lists as arrays, structs (named_struct) as objects. The findings carry their figures in it.",
+            DataType::Utf8,
+            crate::json::json_object,
         ),
         scalar(
             "hex",

@@ -9,6 +9,7 @@ pub mod checks;
 pub mod facts;
 pub mod functions;
 pub mod guard;
+pub mod json;
 pub mod lazy;
 pub mod library;
 pub mod stored;

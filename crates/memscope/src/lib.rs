@@ -47,6 +47,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "job_peak",
     "job_ranks",
     "leak_candidates",
+    "leak_findings",
     "leak_summary",
     "mem_state_at",
     "memscope_source_capabilities",

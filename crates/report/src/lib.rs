@@ -218,18 +218,14 @@ pub fn fmt_dur_ns(ns: i64) -> String {
 }
 
 /// ns since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC` (the shell's ISO 8601 moment,
-/// spaced for reading).
+/// spaced for reading), as SQL's `fmt_time(ns)`.
 pub fn fmt_epoch_ns(ns: i64) -> String {
-    let iso = memq_engine::units::format_epoch(ns, 3);
-    format!("{} UTC", iso.replacen('T', " ", 1).trim_end_matches('Z'))
+    memq_engine::functions::format_moment(ns, None)
 }
 
-/// A memscope time: relative to the run start and absolute.
+/// A memscope time: relative to the run start and absolute, as SQL's `fmt_time(ns, start)`.
 pub fn fmt_ts(ts: i64, start: Option<i64>) -> String {
-    match start {
-        Some(s) if ts >= s => format!("+{} ({})", fmt_dur_ns(ts - s), fmt_epoch_ns(ts)),
-        _ => fmt_epoch_ns(ts),
-    }
+    memq_engine::functions::format_moment(ts, start)
 }
 
 /// Whether a pool of a device counts as one of the dataset's devices (the banner's and the
@@ -433,8 +429,8 @@ pub struct Data {
     pub curve: Rows,
     pub breakdowns: Vec<PeakBreakdown>,
     pub owner_peaks: Rows,
-    pub leak_owners: Rows,
-    pub leak_steps: Rows,
+    /// view findings: every rule's findings (problem → evidence → advice), judged in SQL
+    pub findings: Rows,
     pub step_peaks: Rows,
     pub trend: Rows,
     pub oom_events: Rows,
@@ -640,11 +636,16 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     d.snap_overview = d.filter_dev(std::mem::take(&mut r[overview]));
 
     let mut b = Batch::default();
+    let findings = b.add(
+        "findings",
+        "SELECT * FROM findings ORDER BY section, ord",
+    );
     let ms = d.has_memscope().then(|| memscope_asks(&mut b, opts));
     let snap = d.has_snapshot().then(|| snapshot_asks(&mut b));
     let trace = d.has_trace().then(|| trace_asks(&mut b));
     let mut r = b.run(e, &mut n).await;
     let mut take = |i: usize| std::mem::take(&mut r[i]);
+    d.findings = d.filter_findings(take(findings));
     if let Some(a) = ms {
         d.span = take(a.span)
             .first()
@@ -653,8 +654,6 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         d.peaks = d.filter(take(a.peaks));
         d.curve = d.filter(take(a.curve));
         d.owner_peaks = d.filter(take(a.owner_peaks));
-        d.leak_owners = d.filter(take(a.leak_owners));
-        d.leak_steps = d.filter(take(a.leak_steps));
         d.step_peaks = d.filter(take(a.step_peaks));
         d.trend = d.filter(take(a.trend));
         d.oom_events = d.filter_dev(take(a.oom_events));
@@ -777,8 +776,6 @@ struct MemscopeAsks {
     peaks: usize,
     curve: usize,
     owner_peaks: usize,
-    leak_owners: usize,
-    leak_steps: usize,
     step_peaks: usize,
     trend: usize,
     oom_events: usize,
@@ -822,31 +819,6 @@ fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
             "SELECT * FROM (SELECT source, pid, device, pool, owner, owner_group, peak_bytes, peak_ts, total_bytes, blocks, end_bytes, \
              ROW_NUMBER() OVER (PARTITION BY source, pid, device, pool ORDER BY peak_bytes DESC, owner) AS rn FROM owner_peaks) \
              WHERE rn <= 8 ORDER BY device, pool, pid, rn",
-        ),
-        // (4) leaks
-        // late_bytes: held to the end and allocated after the series first released memory
-        // (first_free_ts: its warm-up is over, it recycles memory), what a dump without steps
-        // can say about growth
-        leak_owners: b.add(
-            "leak_candidates",
-            "WITH first_free AS (SELECT source, pid, device, pool, MIN(free_ts) AS t FROM blocks \
-             WHERE free_kind = 'real' GROUP BY source, pid, device, pool) \
-             SELECT c.pid, c.device, c.pool, c.owner, MAX(c.owner_group) AS owner_group, \
-             COUNT(CASE WHEN NOT c.stock THEN 1 END) AS blocks, COALESCE(SUM(CASE WHEN NOT c.stock THEN c.size END), 0) AS bytes, \
-             COALESCE(SUM(CASE WHEN NOT c.stock AND c.alloc_ts > f.t THEN c.size END), 0) AS late_bytes, MIN(f.t) AS first_free_ts, \
-             COUNT(CASE WHEN c.stock THEN 1 END) AS stock_blocks, COALESCE(SUM(CASE WHEN c.stock THEN c.size END), 0) AS stock_bytes, \
-             MAX(c.stack_top) AS stack_top, MIN(CASE WHEN NOT c.stock THEN c.alloc_ts END) AS first_alloc_ts, \
-             MAX(CASE WHEN NOT c.stock THEN c.alloc_ts END) AS last_alloc_ts \
-             FROM leak_candidates c LEFT JOIN first_free f ON f.source = c.source AND f.pid = c.pid AND f.device = c.device AND f.pool = c.pool \
-             GROUP BY c.pid, c.device, c.pool, c.owner ORDER BY bytes DESC, c.device, c.pool, c.owner",
-        ),
-        leak_steps: b.add(
-            "leak_candidates x steps",
-            "SELECT c.pid, c.device, c.pool, c.owner, s.step, s.end_ts, \
-             SUM(CASE WHEN c.alloc_ts <= s.end_ts THEN c.size ELSE 0 END) AS held \
-             FROM leak_candidates c JOIN steps s ON c.source = s.source AND c.pid = s.pid AND c.device = s.device \
-             WHERE NOT c.stock AND s.complete GROUP BY c.pid, c.device, c.pool, c.owner, s.step, s.end_ts \
-             ORDER BY c.pid, c.device, c.pool, c.owner, s.end_ts",
         ),
         step_peaks: b.add(
             "step_peaks",
@@ -1050,6 +1022,19 @@ fn snapshot_asks(b: &mut Batch) -> SnapshotAsks {
 }
 
 impl Data {
+    /// --device / --pool on findings: those about that device (pool), and those about none.
+    fn filter_findings(&self, mut r: Rows) -> Rows {
+        let (dev, pool) = (self.opts.device.clone(), self.opts.pool.clone());
+        r.retain(|row| {
+            let keep = |col: &str, want: &Option<String>| {
+                want.as_deref()
+                    .is_none_or(|w| row.str(col).is_none_or(|v| v == w))
+            };
+            keep("device", &dev) && keep("pool", &pool)
+        });
+        r
+    }
+
     /// --device only (rows whose `pool` is a block's pool, not a series' filter).
     fn filter_dev(&self, mut r: Rows) -> Rows {
         if r.cols.iter().any(|c| c == "device") {

@@ -112,6 +112,64 @@ fn cannot(section: u8, what: &str, missing: &str, collect_with: &str) -> Finding
     f
 }
 
+/// The fixed number of a section (the JSON's `section`) from its id in view findings.
+fn section_number(id: &str) -> u8 {
+    match id {
+        "sources" => 1,
+        "curves" => 2,
+        "owners" => 3,
+        "leaks" => 4,
+        "oom" => 5,
+        "fragmentation" => 6,
+        "snapshots" => 7,
+        _ => 8,
+    }
+}
+
+fn severity(s: &str) -> Severity {
+    match s {
+        "error" => Severity::Error,
+        "warning" => Severity::Warning,
+        "info" => Severity::Info,
+        _ => Severity::Ok,
+    }
+}
+
+/// The rows of view findings of one section, in their order.
+fn section_rows<'d>(d: &'d Data, section: &'static str) -> impl Iterator<Item = Row<'d>> {
+    d.findings
+        .iter()
+        .filter(move |r| r.str("section") == Some(section))
+}
+
+/// A row of view findings as a [`Finding`].
+fn from_row(r: Row<'_>) -> Finding {
+    let lines = |c: &str| -> Vec<String> {
+        r.str(c)
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let mut f = finding(
+        &r.s("kind"),
+        severity(&r.s("severity")),
+        section_number(&r.s("section")),
+        r.s("title"),
+        r.s("problem"),
+    );
+    if let Some(Value::Object(m)) = r.str("figures").and_then(|t| serde_json::from_str(t).ok()) {
+        f.evidence = m;
+    }
+    f.evidence_text = lines("evidence");
+    f.advice = lines("advice");
+    if let (Some(missing), Some(collect_with)) = (r.str("missing"), r.str("collect_with")) {
+        f.cannot_conclude = Some(CannotConclude {
+            missing: missing.into(),
+            collect_with: collect_with.into(),
+        });
+    }
+    f
+}
+
 fn table(caption: &str, headers: &[&str], rows: Vec<Vec<String>>) -> Block {
     Block::Table(Table {
         caption: caption.into(),
@@ -165,6 +223,12 @@ impl Builder<'_> {
     fn push(&mut self, f: Finding) -> Block {
         self.findings.push(f);
         Block::Finding(self.findings.len() - 1)
+    }
+    /// The rows of view findings of one section, in their order.
+    /// Pushes the findings of one section (view findings) and gives their blocks.
+    fn push_section(&mut self, section: &'static str) -> Vec<Block> {
+        let found: Vec<Finding> = section_rows(self.d, section).map(from_row).collect();
+        found.into_iter().map(|f| self.push(f)).collect()
     }
     fn ts(&self, ts: i64) -> String {
         fmt_ts(ts, self.start)

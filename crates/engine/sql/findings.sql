@@ -1,0 +1,31 @@
+-- findings: the diagnosis, one row per finding (problem → evidence → advice) for every format — what `memq report` shows, `memq check` gates on and the verdict sums up.
+--
+-- Each rule is a documented SQL file of its format's library (`-- @part findings`); a rule
+-- decides one question and the others defer to it (a curve's shape never calls a leak; cached
+-- memory is never called fragmentation). A finding cites its evidence; where the input cannot
+-- tell, its kind is `cannot_conclude`, `missing` says what the input lacks and `collect_with`
+-- how to collect it, and `bytes` is NULL (never "0 B").
+--
+-- Kinds (docs/report.md lists them with their `figures`):
+--   msMemScope dumps  leak, resident, no_leak, stock, cannot_conclude (section leaks)
+--
+-- Severity: error and warning are problems (the verdict lists them and `memq check` fails on
+-- them when gated); info is context; ok says a question was checked and found fine.
+--
+-- @union
+-- @column section      VARCHAR the report's section: sources, curves, owners, leaks, oom, fragmentation, snapshots or traces
+-- @column ord          BIGINT  order of the finding in its section (1 first)
+-- @column kind         VARCHAR what was found (see above)
+-- @column severity     VARCHAR ok, info, warning or error
+-- @column pid          BIGINT  process id the finding is about; NULL when it is about none or several
+-- @column device       VARCHAR device (msMemScope Device Id as written, snapshot device ordinal); NULL when about none
+-- @column pool         VARCHAR msMemScope pool (Event Type); NULL when about none
+-- @column place        VARCHAR where, as the report's cards and `memq check` name it: device 1, device 1 pid 12, snap.pickle device 0
+-- @column bytes        BIGINT  bytes: the finding's figure (leak: bytes that grow; resident: bytes held from the start; stock: bytes excluded); NULL when it has none
+-- @column title        VARCHAR one line
+-- @column problem      VARCHAR what was found, in sentences
+-- @column evidence     VARCHAR the figures, moments, owners and frames it rests on, one per line
+-- @column advice       VARCHAR what to do, whole sentences, one per line; NULL when nothing
+-- @column missing      VARCHAR cannot_conclude: what the input lacks; else NULL
+-- @column collect_with VARCHAR cannot_conclude: how to collect it; else NULL
+-- @column figures      VARCHAR the evidence as a JSON object (json_object) for programs: names as in docs/report.md, bytes in bytes, times in ns since the Unix epoch
