@@ -169,6 +169,11 @@ pub fn map_opt_str(a: &ArrayRef, f: impl Fn(Option<&str>) -> Option<String>) -> 
     Ok(Arc::new(out.finish()))
 }
 
+/// A percentage with one decimal: `12.3 %`.
+pub fn format_pct(p: f64) -> String {
+    format!("{p:.1} %")
+}
+
 /// Bytes in IEC units with two decimals: `512 B`, `1.50 KiB`, `16.00 MiB`.
 pub fn format_bytes(n: i64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];

@@ -13,7 +13,7 @@ use datafusion::logical_expr::ScalarUDF;
 use datafusion::prelude::SessionContext;
 use memq_core::format::{Catalog, Function};
 use memq_core::function::{
-    format_bytes, ints, scalar, scalar_optional, scalar_variadic, scalar_volatile, strings,
+    format_bytes, format_pct, ints, scalar, scalar_optional, scalar_variadic, scalar_volatile, strings,
 };
 
 use crate::units::{format_duration, format_epoch};
@@ -21,6 +21,16 @@ use crate::units::{format_duration, format_epoch};
 fn fmt_bytes(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let n = ints(&args[0])?;
     let out: StringArray = n.iter().map(|v| v.map(format_bytes)).collect();
+    Ok(Arc::new(out))
+}
+
+fn fmt_pct(args: &[ArrayRef]) -> DfResult<ArrayRef> {
+    let p = cast(&args[0], &DataType::Float64)?;
+    let out: StringArray = p
+        .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+        .iter()
+        .map(|v| v.map(format_pct))
+        .collect();
     Ok(Arc::new(out))
 }
 
@@ -126,6 +136,14 @@ pub fn functions() -> Vec<Function> {
             1,
             DataType::Utf8,
             fmt_bytes,
+        ),
+        scalar(
+            "fmt_pct",
+            "fmt_pct(percent) -> VARCHAR",
+            "A percentage with one decimal: 12.3 %.",
+            1,
+            DataType::Utf8,
+            fmt_pct,
         ),
         scalar(
             "fmt_duration",

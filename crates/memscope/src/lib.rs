@@ -48,6 +48,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "job_ranks",
     "leak_candidates",
     "leak_findings",
+    "cached_findings",
     "leak_summary",
     "mem_state_at",
     "memscope_source_capabilities",

@@ -235,7 +235,7 @@ pub fn counts_as_device(pool: &str, device: &str) -> bool {
 }
 
 pub fn fmt_pct(p: f64) -> String {
-    format!("{p:.1} %")
+    memq_core::function::format_pct(p)
 }
 
 /// Parses a size: `123`, `4096B`, `1.5GiB`, `512MB` (MB and MiB are both binary, as in the
@@ -443,7 +443,6 @@ pub struct Data {
     pub snap_peak: Rows,
     pub snap_peak_blocks: Rows,
     pub snap_peak_split: Rows,
-    pub snap_frag: Rows,
     pub snap_frag_top: Rows,
     pub snap_long_lived: Rows,
     pub snap_long_lived_top: Rows,
@@ -666,7 +665,6 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         d.snap_peak = d.filter_dev(take(a.peak));
         d.snap_peak_blocks = d.filter_dev(take(a.peak_blocks));
         d.snap_peak_split = d.filter_dev(take(a.peak_split));
-        d.snap_frag = d.filter_dev(take(a.frag));
         d.snap_frag_top = d.filter_dev(take(a.frag_top));
         d.snap_long_lived = d.filter_dev(take(a.long_lived));
         d.snap_long_lived_top = d.filter_dev(take(a.long_lived_top));
@@ -930,7 +928,6 @@ struct SnapshotAsks {
     peak: usize,
     peak_blocks: usize,
     peak_split: usize,
-    frag: usize,
     frag_top: usize,
     long_lived: usize,
     long_lived_top: usize,
@@ -956,15 +953,6 @@ fn snapshot_asks(b: &mut Batch) -> SnapshotAsks {
             "SELECT * FROM (SELECT snapshot, device, peak_bytes, dimension, key, bytes, blocks, pct_of_peak, \
              ROW_NUMBER() OVER (PARTITION BY snapshot, device, dimension ORDER BY bytes DESC, key) AS rn FROM snap_peak_split) \
              WHERE rn <= 8 ORDER BY snapshot, device, dimension DESC, rn",
-        ),
-        frag: b.add(
-            "snap_fragmentation",
-            "SELECT snapshot, device, COUNT(*) AS segments, SUM(total_size) AS reserved, SUM(free_bytes) AS free, \
-             SUM(CASE WHEN live_blocks = 0 AND pending_free_bytes = 0 THEN free_bytes ELSE 0 END) AS empty_segment_free, \
-             SUM(CASE WHEN live_blocks = 0 AND pending_free_bytes = 0 THEN 1 ELSE 0 END) AS empty_segments, \
-             SUM(pending_free_bytes) AS pending_free, SUM(free_bytes - largest_free_bytes) AS unusable_free, \
-             SUM(internal_waste) AS internal_waste, MAX(largest_free_bytes) AS largest_free, SUM(free_pieces) AS free_pieces \
-             FROM snap_fragmentation GROUP BY snapshot, device ORDER BY snapshot, device",
         ),
         frag_top: b.add(
             "snap_fragmentation",

@@ -461,6 +461,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "snap_block_states",
     "snap_compare",
     "snap_expansions",
+    "snap_frag_findings",
     "snap_fragmentation",
     "snap_host_memory",
     "snap_host_timeline",
