@@ -835,6 +835,7 @@ async fn library_columns_are_all_documented_with_units() {
         "element of",
         "segment_pool_id",
         "the entry",
+        "process id",
     ];
     for a in &analyses {
         let call = match a.name.as_str() {

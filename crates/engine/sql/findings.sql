@@ -14,7 +14,7 @@
 --
 -- @union
 -- @column section      VARCHAR the report's section: sources, curves, owners, leaks, oom, fragmentation, snapshots or traces
--- @column ord          BIGINT  order of the finding in its section (1 first)
+-- @column ord          BIGINT  rank: order of the finding in its section (1 first)
 -- @column kind         VARCHAR what was found (see above)
 -- @column severity     VARCHAR ok, info, warning or error
 -- @column pid          BIGINT  process id the finding is about; NULL when it is about none or several

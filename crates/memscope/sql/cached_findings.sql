@@ -13,7 +13,7 @@
 -- @private
 -- @part findings
 -- @column section      VARCHAR fragmentation
--- @column ord          BIGINT  pools by device, pool and process, then cannot_conclude, then pool_expansion
+-- @column ord          BIGINT  rank: pools by device, pool and process, then cannot_conclude, then pool_expansion
 -- @column kind         VARCHAR cached_free, cannot_conclude or pool_expansion
 -- @column severity     VARCHAR info
 -- @column pid          BIGINT  process id

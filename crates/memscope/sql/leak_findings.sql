@@ -27,7 +27,7 @@
 -- @private
 -- @part findings
 -- @column section      VARCHAR leaks
--- @column ord          BIGINT  owners by held bytes, then no_leak, resident, stock
+-- @column ord          BIGINT  rank: owners by held bytes, then no_leak, resident, stock
 -- @column kind         VARCHAR leak, cannot_conclude, no_leak, resident or stock
 -- @column severity     VARCHAR error (grows step after step), warning (possible leak), info, ok
 -- @column pid          BIGINT  process id

@@ -434,19 +434,13 @@ pub struct Data {
     pub step_peaks: Rows,
     pub trend: Rows,
     pub oom_events: Rows,
-    pub oom_findings: Rows,
     pub fragmentation: Rows,
-    pub expansions: Rows,
-    pub hal_summary: Rows,
     // snapshot
     pub snap_overview: Rows,
     pub snap_peak: Rows,
     pub snap_peak_blocks: Rows,
     pub snap_peak_split: Rows,
     pub snap_frag_top: Rows,
-    pub snap_long_lived: Rows,
-    pub snap_long_lived_top: Rows,
-    pub snap_oom: Rows,
     pub snap_attr: Rows,
     pub snap_timeline: Rows,
     pub snap_segments_at_peak: Vec<(String, i64, Rows)>,
@@ -656,19 +650,13 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
         d.step_peaks = d.filter(take(a.step_peaks));
         d.trend = d.filter(take(a.trend));
         d.oom_events = d.filter_dev(take(a.oom_events));
-        d.oom_findings = d.filter_dev(take(a.oom_findings));
         d.fragmentation = d.filter(take(a.fragmentation));
-        d.expansions = d.filter(take(a.expansions));
-        d.hal_summary = d.filter(take(a.hal_summary));
     }
     if let Some(a) = snap {
         d.snap_peak = d.filter_dev(take(a.peak));
         d.snap_peak_blocks = d.filter_dev(take(a.peak_blocks));
         d.snap_peak_split = d.filter_dev(take(a.peak_split));
         d.snap_frag_top = d.filter_dev(take(a.frag_top));
-        d.snap_long_lived = d.filter_dev(take(a.long_lived));
-        d.snap_long_lived_top = d.filter_dev(take(a.long_lived_top));
-        d.snap_oom = d.filter_dev(take(a.oom));
         d.snap_attr = d.filter_dev(take(a.attr));
         d.snap_timeline = d.filter_dev(take(a.timeline));
         d.snap_expansions = d.filter_dev(take(a.expansions));
@@ -777,10 +765,7 @@ struct MemscopeAsks {
     step_peaks: usize,
     trend: usize,
     oom_events: usize,
-    oom_findings: usize,
     fragmentation: usize,
-    expansions: usize,
-    hal_summary: usize,
 }
 
 fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
@@ -837,27 +822,11 @@ fn memscope_asks(b: &mut Batch, opts: &Options) -> MemscopeAsks {
              stack_top, snapshot_ts, snapshot_name, free_mem, total_mem, reserved_bytes, allocated_bytes, req_pct_of_free \
              FROM oom_events ORDER BY oom_ts, kind DESC, nth",
         ),
-        oom_findings: b.add(
-            "oom_findings",
-            "SELECT source, pid, device, trigger_id, oom_ts, priority, rule, verdict, evidence FROM oom_findings \
-             ORDER BY oom_ts, priority",
-        ),
         // (6) fragmentation and pool expansions
         fragmentation: b.add(
             "fragmentation",
             "SELECT source, pid, device, pool, samples, expansions, current_frag_pct, peak_frag_pct, peak_ts, mean_frag_pct, level, \
              peak_level, used_last, total_last, peak_total FROM fragmentation ORDER BY device, pool, pid",
-        ),
-        expansions: b.add(
-            "pool_expansions",
-            "SELECT source, pid, device, pool, COUNT(*) AS n, SUM(delta) AS grown, MIN(ts) AS first_ts, MAX(ts) AS last_ts, \
-             MIN(usage_before_pct) AS min_usage_before_pct, MAX(total_after) AS max_total FROM pool_expansions \
-             GROUP BY source, pid, device, pool ORDER BY device, pool, pid",
-        ),
-        hal_summary: b.add(
-            "hal_segment_summary",
-            "SELECT pid, device, segments, total_bytes, alloc_segments, create_segments, stock_bytes, largest_bytes, expandable_segments \
-             FROM hal_segment_summary ORDER BY device, pid",
         ),
     }
 }
@@ -929,9 +898,6 @@ struct SnapshotAsks {
     peak_blocks: usize,
     peak_split: usize,
     frag_top: usize,
-    long_lived: usize,
-    long_lived_top: usize,
-    oom: usize,
     attr: usize,
     timeline: usize,
     expansions: usize,
@@ -960,23 +926,6 @@ fn snapshot_asks(b: &mut Batch) -> SnapshotAsks {
              largest_free_bytes, free_bytes - largest_free_bytes AS unusable, pending_free_bytes, user_frame, \
              ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY free_bytes - largest_free_bytes DESC, segment_id) AS rn \
              FROM snap_fragmentation WHERE free_bytes > largest_free_bytes) WHERE rn <= 5 ORDER BY snapshot, device, rn",
-        ),
-        long_lived: b.add(
-            "snap_long_lived",
-            "SELECT snapshot, device, COUNT(*) AS blocks, SUM(size) AS bytes, \
-             SUM(CASE WHEN origin = 'before_window' THEN size ELSE 0 END) AS before_window_bytes \
-             FROM snap_long_lived WHERE long_lived GROUP BY snapshot, device ORDER BY snapshot, device",
-        ),
-        long_lived_top: b.add(
-            "snap_long_lived",
-            "SELECT * FROM (SELECT snapshot, device, user_frame, COUNT(*) AS blocks, SUM(size) AS bytes, MIN(origin) AS origin, \
-             ROW_NUMBER() OVER (PARTITION BY snapshot, device ORDER BY SUM(size) DESC, user_frame) AS rn \
-             FROM snap_long_lived WHERE long_lived GROUP BY snapshot, device, user_frame) WHERE rn <= 5 ORDER BY snapshot, device, rn",
-        ),
-        oom: b.add(
-            "snap_oom",
-            "SELECT snapshot, device, seq, time_us, requested_bytes, device_free, active_bytes, reserved_bytes, user_frame, \
-             last_allocs_bytes, distinct_stacks, repeated_count, verdict, reference_verdict FROM snap_oom ORDER BY snapshot, device, seq",
         ),
         attr: b.add(
             "snap_stack_attribution",

@@ -16,10 +16,10 @@
 -- @private
 -- @part findings
 -- @column section      VARCHAR fragmentation
--- @column ord          BIGINT  after the dumps' findings, by snapshot and device
+-- @column ord          BIGINT  rank: after the dumps' findings, by snapshot and device
 -- @column kind         VARCHAR fragmentation or cached_free
 -- @column severity     VARCHAR warning, info or ok
--- @column pid          BIGINT  NULL
+-- @column pid          BIGINT  process id: NULL (a snapshot names no process)
 -- @column device       VARCHAR device ordinal
 -- @column pool         VARCHAR NULL
 -- @column place        VARCHAR SNAPSHOT device D

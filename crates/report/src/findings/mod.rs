@@ -227,7 +227,14 @@ impl Builder<'_> {
     /// The rows of view findings of one section, in their order.
     /// Pushes the findings of one section (view findings) and gives their blocks.
     fn push_section(&mut self, section: &'static str) -> Vec<Block> {
-        let found: Vec<Finding> = section_rows(self.d, section).map(from_row).collect();
+        self.push_rows(section, |_| true)
+    }
+    /// Pushes the findings of one section that `keep` selects, in their order.
+    fn push_rows(&mut self, section: &'static str, keep: impl Fn(Row<'_>) -> bool) -> Vec<Block> {
+        let found: Vec<Finding> = section_rows(self.d, section)
+            .filter(|r| keep(*r))
+            .map(from_row)
+            .collect();
         found.into_iter().map(|f| self.push(f)).collect()
     }
     fn ts(&self, ts: i64) -> String {

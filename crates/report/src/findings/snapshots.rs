@@ -60,73 +60,17 @@ pub(super) fn snapshot_section(b: &mut Builder) {
             b.metrics.reserved_bytes = Some(rp);
             b.metrics.reserved_where = Some(format!("{snap} device {dev} reserved"));
         }
-        // A ring buffer that wrapped kept only the last entries: the level before them is
-        // unknown, so the highest level seen is the peak of the window, not of the run.
-        let wrapped = r.b("trace_wrapped");
-        let peak_words = if wrapped {
-            "peak in the kept trace window"
-        } else {
-            "true peak"
-        };
-        let mut f = finding(
-            "snapshot_peak",
-            Severity::Info,
-            7,
-            format!("{snap} device {dev}: {peak_words} {} active, {} reserved", fmt_bytes(ap), fmt_bytes(rp)),
-            format!(
-                "Active memory (live tensors, requested bytes, including those allocated before the trace window) peaks at {} at trace entry {}; reserved memory peaks at {} at entry {}.{}",
-                fmt_bytes(ap),
-                r.i64("active_peak_seq").map(|s| s.to_string()).unwrap_or_else(|| "— (no trace)".into()),
-                fmt_bytes(rp),
-                r.i64("reserved_peak_seq").map(|s| s.to_string()).unwrap_or_else(|| "—".into()),
-                r.i64("reference_peak")
-                    .map(|p| format!(" (The reference's \"peak reserved\" of {} is the net segment growth since the window started, not a memory level.)", fmt_bytes(p)))
-                    .unwrap_or_default()
-            ),
-        );
-        for c in [
-            "snapshot",
-            "device",
-            "entries",
-            "active_start",
-            "active_peak",
-            "active_peak_seq",
-            "active_peak_time_us",
-            "active_end",
-            "reserved_start",
-            "reserved_peak",
-            "reserved_peak_seq",
-            "reserved_end",
-            "reference_peak",
-        ] {
-            let v = match r.get(c) {
-                Val::Int(i) => json!(i),
-                Val::Str(s) => json!(s),
-                Val::Float(x) => json!(x),
-                _ => Value::Null,
-            };
-            f.evidence.insert(c.into(), v);
-        }
+        // the peak, a wrapped trace, a missing trace (snap_findings.sql)
+        let place = format!("{snap} device {dev}");
+        blocks.extend(b.push_rows("snapshots", |r| {
+            r.s("place") == place && r.s("kind") != "long_lived"
+        }));
         // what holds the peak: the allocations summed by user frame, not single blocks
         let split: Vec<Row> = d
             .snap_peak_split
             .iter()
             .filter(|x| x.s("snapshot") == snap && x.i64("device") == Some(dev))
             .collect();
-        for x in split
-            .iter()
-            .filter(|x| x.s("dimension") == "user_frame")
-            .take(3)
-        {
-            f.evidence_text.push(format!(
-                "{} ({:.1} % of the peak, {} allocation(s)) from {}",
-                ob(x.i64("bytes")),
-                x.f64("pct_of_peak").unwrap_or(0.0),
-                x.s("blocks"),
-                x.s("key")
-            ));
-        }
-        blocks.push(b.push(f));
         if !split.is_empty() {
             blocks.push(table(
                 &format!(
@@ -152,36 +96,6 @@ pub(super) fn snapshot_section(b: &mut Builder) {
                     })
                     .collect(),
             ));
-        }
-        if wrapped {
-            let entries = r.i64("entries").unwrap_or(0);
-            let kept = if entries == 1 {
-                "entry".to_string()
-            } else {
-                format!("{entries} entries")
-            };
-            let mut w = finding(
-                "trace_wrapped",
-                Severity::Warning,
-                7,
-                format!("{snap} device {dev}: the trace wrapped; the peak before its last {kept} is unknown"),
-                format!(
-                    "The allocator's trace is a ring buffer and it kept only its last {kept} (it frees addresses it never saw allocated). Within them active memory peaks at {}, but anything higher before the window is lost: the run's true peak cannot be concluded from this snapshot.",
-                    fmt_bytes(ap)
-                ),
-            );
-            w.evidence.insert("snapshot".into(), json!(snap));
-            w.evidence.insert("device".into(), json!(dev));
-            w.evidence.insert("entries".into(), json!(entries));
-            w.evidence.insert("window_active_peak".into(), json!(ap));
-            w.evidence_text.push(format!(
-                "snap_peak.trace_wrapped is true; {entries} entries kept; highest active level in them {}",
-                fmt_bytes(ap)
-            ));
-            w.advice.push(format!(
-                "Record again with a ring buffer larger than the run: `torch.cuda.memory._record_memory_history(max_entries=N)` with N well above {entries}, or dump the snapshot earlier (right after the step that peaks)."
-            ));
-            blocks.push(b.push(w));
         }
         // timeline
         let tl: Vec<Row> = d
@@ -357,38 +271,7 @@ pub(super) fn snapshot_section(b: &mut Builder) {
                 .collect(),
         ));
     }
-    for r in d.snap_long_lived.iter() {
-        let snap = r.s("snapshot");
-        let dev = r.i64("device");
-        let mut f = finding(
-            "long_lived",
-            Severity::Info,
-            7,
-            format!("{snap} device {}: {} in {} long-lived block(s)", r.s("device"), ob(r.i64("bytes")), r.s("blocks")),
-            "Blocks still live at the end that were allocated before the trace window or in its first 20 %: model state, caches or leaks — the frames say which.".into(),
-        );
-        f.evidence.insert("snapshot".into(), json!(snap));
-        f.evidence.insert("device".into(), json!(dev));
-        f.evidence.insert("blocks".into(), json!(r.i64("blocks")));
-        f.evidence.insert("bytes".into(), json!(r.i64("bytes")));
-        f.evidence.insert(
-            "before_window_bytes".into(),
-            json!(r.i64("before_window_bytes")),
-        );
-        for x in d
-            .snap_long_lived_top
-            .iter()
-            .filter(|x| x.s("snapshot") == snap && x.i64("device") == dev)
-        {
-            f.evidence_text.push(format!(
-                "{} in {} block(s) from {}",
-                ob(x.i64("bytes")),
-                x.s("blocks"),
-                x.str("user_frame").unwrap_or("(no stack)")
-            ));
-        }
-        blocks.push(b.push(f));
-    }
+    blocks.extend(b.push_rows("snapshots", |r| r.s("kind") == "long_lived"));
     if !d.snap_attr.is_empty() {
         blocks.push(table(
             "Live memory by first user frame (view snap_stack_attribution)",

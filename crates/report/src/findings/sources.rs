@@ -57,124 +57,17 @@ pub(super) fn sources_section(b: &mut Builder) {
         ));
     }
     blocks.extend(capability_blocks(&d.source_caps));
-    if d.has_memscope() {
-        let any = |c: &str| d.capabilities.iter().any(|r| r.b(c));
-        // (capability, what cannot be concluded without it, what is missing, how to collect it)
-        let needs = [
-            (
-                "has_owners",
-                "which owner (framework component) holds the memory",
-                "owners on MALLOC rows",
-                "`--analysis=decompose` (config.json analysisType bit 1)",
-            ),
-            (
-                "has_py_stacks",
-                "which line of user code allocated the memory",
-                "Python call stacks",
-                "`--call-stack python:50` (config.json enablePyStack)",
-            ),
-            (
-                "has_alloc_free",
-                "block lifetimes (leaks, live memory)",
-                "alloc/free pairs (MALLOC and FREE rows)",
-                "alloc and free events collected and dumped (config.json eventType / dumpEventType bits 0 and 1)",
-            ),
-        ];
-        for (capability, question, missing, collect) in needs {
-            if !any(capability) {
-                blocks.push(b.push(cannot(1, question, missing, collect)));
-            }
-        }
-        // A dump of MALLOC rows only, or FREE rows only (dumpEventType): none of its blocks
-        // can be paired, so whether its memory grows is unknown, even beside paired dumps.
-        let unpaired: Vec<String> = d
-            .capabilities
-            .iter()
-            .filter(|r| matches!(r.str("pairing"), Some("malloc_only" | "free_only" | "none")))
-            .map(|r| {
-                format!(
-                    "{} ({})",
-                    short_source(&r.s("source")),
-                    r.s("pairing").replace('_', " ")
-                )
-            })
-            .collect();
-        if !unpaired.is_empty() && any("has_alloc_free") {
-            let mut f = cannot(
-                1,
-                &format!("whether memory grows in {}", unpaired.join(", ")),
-                "both MALLOC and FREE rows in each dump",
-                "alloc and free events dumped (config.json dumpEventType: alloc,free)",
-            );
-            f.evidence.insert("sources".into(), json!(unpaired));
-            blocks.push(b.push(f));
-        }
-        if !unpaired.is_empty() {
-            b.growth_unknown = true;
-        }
-        if !any("has_oom") && d.snap_oom.is_empty() {
-            // a note on what the dump could hold, not a question this run raised
-            let f = cannot(
-                1,
-                "why an out-of-memory error happened, should one happen",
-                "OOM records (OOM_DETAIL rows)",
-                "`--analysis=oom` (config.json analysisType bit 3), which also takes the OOM_Snapshot",
-            );
-            blocks.push(b.push(f));
-        }
-        if any("has_oom") && !any("has_snapshots") {
-            let f = cannot(
-                5,
-                "how much device memory was free at the OOM",
-                "SNAPSHOT records",
-                "`--analysis=oom` (takes an OOM_Snapshot before the trigger)",
-            );
-            blocks.push(b.push(f));
-        }
-        if !d.step_evidence() {
-            let missing = if any("has_steps") {
-                "two complete steps (the dump marks steps but closes fewer than two)"
-            } else {
-                "step markers"
-            };
-            let f = cannot(
-                4,
-                "growth per step (leak algorithm A)",
-                missing,
-                "`msmemscope.step()` in the training loop, or mstx ranges named \"step start\"",
-            );
-            blocks.push(b.push(f));
-        }
-    }
-    for r in d.snap_peak.iter() {
-        if r.i64("entries").unwrap_or(0) == 0 {
-            let mut f = cannot(
-                7,
-                &format!(
-                    "the memory timeline and true peak of {} device {}",
-                    r.s("snapshot"),
-                    r.s("device")
-                ),
-                "trace entries (only the final allocator state was dumped)",
-                "`torch.cuda.memory._record_memory_history(max_entries=100000)` (torch_npu: `torch_npu.npu.memory._record_memory_history`) before the run, then `_dump_snapshot()`",
-            );
-            f.evidence.insert("snapshot".into(), json!(r.s("snapshot")));
-            f.evidence.insert("device".into(), json!(r.i64("device")));
-            blocks.push(b.push(f));
-        }
-    }
-    if d.rejects > 0 {
-        let mut f = finding(
-            "rejects",
-            Severity::Warning,
-            1,
-            format!("{} record(s) could not be parsed", d.rejects),
-            "Some input records were unreadable; figures leave them out.".into(),
-        );
-        f.evidence.insert("rejects".into(), json!(d.rejects));
-        f.advice
-            .push("Look at them: `memq sql INPUT -e \"SELECT * FROM rejects\"`.".into());
-        blocks.push(b.push(f));
+    // what the inputs cannot answer (capability_findings.sql), unparsable records
+    // (input_findings.sql)
+    blocks.extend(b.push_section("sources"));
+    // A dump of MALLOC rows only, or FREE rows only (dumpEventType): none of its blocks can be
+    // paired, so whether its memory grows is unknown, even beside paired dumps.
+    if d
+        .capabilities
+        .iter()
+        .any(|r| matches!(r.str("pairing"), Some("malloc_only" | "free_only" | "none")))
+    {
+        b.growth_unknown = true;
     }
     b.metrics.devices = {
         let mut devs: Vec<String> = d
