@@ -161,6 +161,22 @@ pub fn functions() -> Vec<Function> {
             DataType::Utf8,
             fmt_time,
         ),
+        scalar(
+            "curve_shape",
+            "curve_shape(values LIST<BIGINT>) -> VARCHAR",
+            "The shape of a memory curve from its values in time order (e.g. array_agg(end_bytes ORDER BY bucket)): plateau, rising, staircase, rising_with_dips, sawtooth, spike_then_drop, mixed, or too_short under 3 values (docs/formats/memscope.md §6.16).",
+            1,
+            DataType::Utf8,
+            crate::shape::curve_shape_fn,
+        ),
+        scalar(
+            "curve_turns",
+            "curve_turns(values LIST<BIGINT>) -> LIST<BIGINT>",
+            "The turning points of a memory curve (1-based positions in the list): where it turns after a move of more than a tenth of its range, as curve_shape reads them.",
+            1,
+            crate::shape::turns_type(),
+            crate::shape::curve_turns_fn,
+        ),
         scalar_variadic(
             "json_object",
             "json_object(name, value [, name, value …]) -> VARCHAR",

@@ -12,6 +12,7 @@ pub mod guard;
 pub mod json;
 pub mod lazy;
 pub mod library;
+pub mod shape;
 pub mod stored;
 pub mod summarize;
 pub mod units;

@@ -32,22 +32,22 @@ WITH
 start AS (SELECT MIN(first_ts) AS t0 FROM event_counts WHERE first_ts > 0),
 pools AS (
     SELECT *, total_last - used_last AS idle,
-           CAST(ROW_NUMBER() OVER (ORDER BY device, pool, pid) AS BIGINT) AS k
+           CAST(ROW_NUMBER() OVER (ORDER BY device, pool, pid, source) AS BIGINT) AS k
     -- a last sample whose used exceeds total (counters written out of step) says nothing
     FROM fragmentation WHERE total_last > 0 AND used_last <= total_last
 ),
 grown AS (
-    SELECT device, pool, COUNT(*) AS n, SUM(delta) AS grown, MIN(ts) AS first_ts,
+    SELECT source, pid, device, pool, COUNT(*) AS n, SUM(delta) AS grown, MIN(ts) AS first_ts,
            MIN(usage_before_pct) AS min_usage_before_pct
     FROM pool_expansions GROUP BY source, pid, device, pool
 ),
 expansions AS (
     SELECT SUM(n) AS n, SUM(grown) AS grown,
            array_agg(named_struct('device', device, 'pool', pool, 'expansions', n, 'grown_bytes', grown,
-                                  'min_usage_before_pct', min_usage_before_pct) ORDER BY device, pool) AS series,
+                                  'min_usage_before_pct', min_usage_before_pct) ORDER BY device, pool, pid, source) AS series,
            string_agg(concat('device ', device, ' ', pool, ': ', n, ' expansions adding ', COALESCE(fmt_bytes(grown), '—'),
                              ', first at ', COALESCE(fmt_time(first_ts, (SELECT t0 FROM start)), '')),
-                      chr(10) ORDER BY device, pool) AS lines,
+                      chr(10) ORDER BY device, pool, pid, source) AS lines,
            COALESCE((SELECT bool_or(expandable_segments) FROM hal_segment_summary), false) AS expandable
     FROM grown
 )

@@ -125,7 +125,7 @@ judged AS (
            fmt_time(o.first_alloc_ts, (SELECT t0 FROM span)) AS first_at,
            fmt_time(o.last_alloc_ts, (SELECT t0 FROM span)) AS last_at,
            COALESCE(fmt_time(o.first_free_ts, (SELECT t0 FROM span)), '') AS first_free_at,
-           CAST(ROW_NUMBER() OVER (ORDER BY o.held DESC, o.device, o.pool, o.owner) AS BIGINT) AS k
+           CAST(ROW_NUMBER() OVER (ORDER BY o.held DESC, o.device, o.pool, o.owner, o.pid) AS BIGINT) AS k
     FROM owners o
     LEFT JOIN levels l ON l.pid = o.pid AND l.device = o.device AND l.pool = o.pool AND l.owner = o.owner
     LEFT JOIN reserved r ON r.pid = o.pid AND r.device = o.device

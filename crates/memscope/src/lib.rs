@@ -41,6 +41,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "capabilities",
     "capability_findings",
     "curve_buckets",
+    "curve_findings",
     "device_host_steps",
     "fragmentation",
     "hal_segment_summary",

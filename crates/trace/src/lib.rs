@@ -27,6 +27,7 @@ pub const SQL_FILES: &[SqlFile] = memq_core::sql_files!(
     "trace_memory_peaks",
     "trace_memory_by_op",
     "trace_memory_curve",
+    "trace_findings",
     "trace_source_capabilities",
 );
 

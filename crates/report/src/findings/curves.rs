@@ -92,116 +92,6 @@ pub(super) fn primary_metric(pool: &str) -> &'static str {
     }
 }
 
-/// The shape of a curve (docs/formats/memscope.md §6.16) and its turning points
-/// (index into pts).
-pub fn classify(vals: &[i64]) -> (&'static str, Vec<usize>) {
-    if vals.len() < 3 {
-        return ("too_short", Vec::new());
-    }
-    let mx = *vals.iter().max().unwrap_or(&0);
-    let mn = *vals.iter().min().unwrap_or(&0);
-    let range = (mx - mn) as f64;
-    if mx <= 0 || range <= 0.05 * mx as f64 {
-        return ("plateau", Vec::new());
-    }
-    let thr = 0.1 * range;
-    // significant moves: zig-zag of the series with a threshold
-    let mut turns = Vec::new();
-    let mut dir = 0i8;
-    let mut ext_i = 0usize;
-    for i in 1..vals.len() {
-        let v = vals[i] as f64;
-        let e = vals[ext_i] as f64;
-        match dir {
-            0 => {
-                if v - e > thr {
-                    dir = 1;
-                    ext_i = i;
-                } else if e - v > thr {
-                    dir = -1;
-                    ext_i = i;
-                }
-            }
-            1 => {
-                if v >= e {
-                    ext_i = i;
-                } else if e - v > thr {
-                    turns.push(ext_i);
-                    dir = -1;
-                    ext_i = i;
-                }
-            }
-            _ => {
-                if v <= e {
-                    ext_i = i;
-                } else if v - e > thr {
-                    turns.push(ext_i);
-                    dir = 1;
-                    ext_i = i;
-                }
-            }
-        }
-    }
-    let first = vals[0] as f64;
-    let last = *vals.last().unwrap_or(&0) as f64;
-    let peak_i = vals.iter().position(|v| *v == mx).unwrap_or(0);
-    let ups = vals.windows(2).filter(|w| w[1] > w[0]).count();
-    let downs_sig = vals
-        .windows(2)
-        .filter(|w| (w[0] - w[1]) as f64 > thr)
-        .count();
-    let n = vals.len() - 1;
-    if turns.len() >= 4 {
-        // repeated sharp drops then climbs
-        return ("sawtooth", turns);
-    }
-    if downs_sig == 0 && last - first > 0.5 * range {
-        // never comes back down
-        let shape = if ups * 4 <= n { "staircase" } else { "rising" };
-        return (shape, turns);
-    }
-    if peak_i > 0 && peak_i < vals.len() - 1 && (mx as f64 - last) > 0.5 * range {
-        return ("spike_then_drop", turns);
-    }
-    if last - first > 0.5 * range {
-        return ("rising_with_dips", turns);
-    }
-    ("mixed", turns)
-}
-
-pub(super) fn shape_words(shape: &str) -> (&'static str, &'static str, Severity) {
-    match shape {
-        "rising" => (
-            "rises and does not come back down within the data",
-            "whether that is a leak is decided in the leaks section, on what is held at the end of each step (or, without steps, after the warm-up), not on the curve's ends",
-            Severity::Info,
-        ),
-        "staircase" => (
-            "climbs in steps and does not come back down within the data",
-            "whether that is a leak is decided in the leaks section, on what is held at the end of each step (or, without steps, after the warm-up), not on the curve's ends",
-            Severity::Info,
-        ),
-        "rising_with_dips" => (
-            "rises overall, with dips",
-            "growth under normal alloc/free cycles: check the level at the end of each step (section 4)",
-            Severity::Info,
-        ),
-        "plateau" => ("stays flat", "normal: a steady working set", Severity::Ok),
-        "sawtooth" => (
-            "saw-tooth: repeated climbs and drops",
-            "normal alloc/free cycles; watch the amplitude (a drop to near zero with slowdowns is an internal empty_cache under pressure)",
-            Severity::Ok,
-        ),
-        "spike_then_drop" => (
-            "peaks, then falls back",
-            "a transient peak: the breakdown at the peak (section 3) says what it was",
-            Severity::Info,
-        ),
-        "too_short" => ("has too few points to judge", "—", Severity::Info),
-        _ => ("moves up and down without a clear pattern", "no shape rule applies", Severity::Info),
-    }
-}
-
 pub(super) fn curve_section(b: &mut Builder) {
     let d = b.d;
     let cs = curves(d);
@@ -291,8 +181,7 @@ pub(super) fn curve_section(b: &mut Builder) {
             .peak(d)
             .and_then(|r| r.i64("peak_bytes"))
             .or_else(|| c.pts.iter().map(|p| p.max).max());
-        let (shape, turns) = classify(&vals);
-        let (words, meaning, sev) = shape_words(shape);
+        let (shape, turns) = memq_engine::shape::classify(&vals);
         let turning: Vec<String> = turns
             .iter()
             .take(5)
@@ -319,47 +208,9 @@ pub(super) fn curve_section(b: &mut Builder) {
                 turning.join("; ")
             },
         ]);
-        if c.key.3 == "HOST_PINNED" {
-            continue;
-        }
-        let mut f = finding(
-            "curve_shape",
-            sev,
-            2,
-            format!(
-                "Device {} {}: {}",
-                c.key.2,
-                c.key.3,
-                shape.replace('_', " ")
-            ),
-            format!("The {} {} curve {words}: {meaning}.", c.key.3, c.metric),
-        );
-        f.evidence.insert("pid".into(), json!(c.key.1));
-        f.evidence.insert("device".into(), json!(c.key.2));
-        f.evidence.insert("pool".into(), json!(c.key.3));
-        f.evidence.insert("metric".into(), json!(c.metric));
-        f.evidence.insert("shape".into(), json!(shape));
-        f.evidence.insert("first_bytes".into(), json!(vals.first()));
-        f.evidence.insert("max_bytes".into(), json!(highest));
-        f.evidence.insert("last_bytes".into(), json!(vals.last()));
-        f.evidence.insert("buckets".into(), json!(vals.len()));
-        f.evidence.insert("turning_points".into(), json!(turning));
-        f.evidence_text.push(format!(
-            "{} buckets: first {}, highest {}, last {}",
-            vals.len(),
-            ob(vals.first().copied()),
-            ob(highest),
-            ob(vals.last().copied())
-        ));
-        if !turning.is_empty() {
-            f.evidence_text
-                .push(format!("turning points: {}", turning.join("; ")));
-        }
-        // only the non-trivial shapes become findings; the rest stay in the table
-        if sev >= Severity::Info && shape != "too_short" {
-            blocks.push(b.push(f));
-        }
     }
+    // the shapes worth a word (curve_findings.sql)
+    blocks.extend(b.push_section("curves"));
     blocks.push(table(
         "Curve shape per pool (§6.16 of docs/formats/memscope.md)",
         &[

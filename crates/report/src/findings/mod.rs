@@ -96,22 +96,6 @@ fn finding(kind: &str, severity: Severity, section: u8, title: String, problem: 
     }
 }
 
-fn cannot(section: u8, what: &str, missing: &str, collect_with: &str) -> Finding {
-    let mut f = finding(
-        "cannot_conclude",
-        Severity::Info,
-        section,
-        format!("Cannot conclude {what}"),
-        format!("cannot conclude {what}: missing {missing} — collect with {collect_with}"),
-    );
-    f.evidence.insert("what".into(), json!(what));
-    f.cannot_conclude = Some(CannotConclude {
-        missing: missing.into(),
-        collect_with: collect_with.into(),
-    });
-    f
-}
-
 /// The fixed number of a section (the JSON's `section`) from its id in view findings.
 fn section_number(id: &str) -> u8 {
     match id {

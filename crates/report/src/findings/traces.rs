@@ -148,41 +148,6 @@ pub(super) fn trace_section(b: &mut Builder) {
                     b.metrics.peak_bytes = Some(pb);
                     b.metrics.peak_where = Some(format!("{place} allocated"));
                 }
-                if accelerators && r.s("device") == "cpu" {
-                    continue;
-                }
-                let op = r.str("op");
-                let mut f = finding(
-                    "trace_peak",
-                    Severity::Info,
-                    8,
-                    format!("{} peak {} allocated", r.s("device"), fmt_bytes(pb)),
-                    format!(
-                        "The allocator's total allocated on {} peaked at {} at {}{}.",
-                        r.s("device"),
-                        fmt_bytes(pb),
-                        r.i64("peak_ts").map(|t| b.ts(t)).unwrap_or_default(),
-                        op.map(|o| format!(", inside {o}")).unwrap_or_default()
-                    ),
-                );
-                f.evidence.insert("device".into(), json!(r.s("device")));
-                f.evidence.insert("peak_bytes".into(), json!(pb));
-                f.evidence.insert("peak_ts".into(), json!(r.i64("peak_ts")));
-                f.evidence.insert("op".into(), json!(op));
-                f.evidence_text.push(format!(
-                    "trace_memory_peaks: {} {} allocated peak {} ({} events{})",
-                    short(&r.s("source")),
-                    r.s("device"),
-                    fmt_bytes(pb),
-                    r.s("events"),
-                    if r.b("rebuilt") {
-                        "; totals rebuilt from Bytes"
-                    } else {
-                        ""
-                    }
-                ));
-                let block = b.push(f);
-                blocks.push(block);
             }
             "reserved" if b.metrics.reserved_bytes.is_none_or(|x| pb > x) => {
                 b.metrics.reserved_bytes = Some(pb);
@@ -191,26 +156,10 @@ pub(super) fn trace_section(b: &mut Builder) {
             _ => {}
         }
     }
+    // the peaks, and what a trace cannot tell (trace_findings.sql)
+    blocks.extend(b.push_section("traces"));
     if !d.has_memscope() && !d.has_snapshot() {
-        // what a trace cannot tell, and what would
         b.growth_unknown = true;
-        for f in [
-            cannot(
-                8,
-                "whether memory grows without return",
-                "the owners and lifetimes of live blocks",
-                "an msMemScope dump or torch.cuda.memory._dump_snapshot() with _record_memory_history()",
-            ),
-            cannot(
-                8,
-                "fragmentation",
-                "the allocator's segment layout",
-                "torch.cuda.memory._dump_snapshot() (a memory snapshot)",
-            ),
-        ] {
-            let block = b.push(f);
-            blocks.push(block);
-        }
     }
     b.sections.push(Section {
         id: "traces".into(),
