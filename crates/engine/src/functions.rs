@@ -13,7 +13,8 @@ use datafusion::logical_expr::ScalarUDF;
 use datafusion::prelude::SessionContext;
 use memq_core::format::{Catalog, Function};
 use memq_core::function::{
-    format_bytes, format_pct, ints, scalar, scalar_optional, scalar_variadic, scalar_volatile, strings,
+    format_bytes, format_pct, ints, scalar, scalar_optional, scalar_variadic, scalar_volatile,
+    strings,
 };
 
 use crate::units::{format_duration, format_epoch};
@@ -36,7 +37,10 @@ fn fmt_pct(args: &[ArrayRef]) -> DfResult<ArrayRef> {
 
 fn fmt_duration(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let n = ints(&args[0])?;
-    let out: StringArray = n.iter().map(|v| v.map(|v| format_duration(v as f64))).collect();
+    let out: StringArray = n
+        .iter()
+        .map(|v| v.map(|v| format_duration(v as f64)))
+        .collect();
     Ok(Arc::new(out))
 }
 
@@ -56,7 +60,9 @@ fn fmt_time(args: &[ArrayRef]) -> DfResult<ArrayRef> {
     let start = args.get(1).map(ints).transpose()?;
     let out: StringArray = (0..n.len())
         .map(|i| {
-            let s = start.as_ref().and_then(|s| s.is_valid(i).then(|| s.value(i)));
+            let s = start
+                .as_ref()
+                .and_then(|s| s.is_valid(i).then(|| s.value(i)));
             n.is_valid(i).then(|| format_moment(n.value(i), s))
         })
         .collect();

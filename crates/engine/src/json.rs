@@ -24,7 +24,11 @@ pub fn value(a: &dyn Array, i: usize) -> Value {
             Value::from(a.as_primitive::<$t>().value(i))
         };
     }
-    let float = |f: f64| Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null);
+    let float = |f: f64| {
+        Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
+    };
     match a.data_type() {
         DataType::Int8 => int!(Int8Type),
         DataType::Int16 => int!(Int16Type),
@@ -66,8 +70,11 @@ pub fn value(a: &dyn Array, i: usize) -> Value {
 }
 
 pub fn json_object(args: &[ArrayRef]) -> DfResult<ArrayRef> {
-    if args.len() % 2 != 0 {
-        return exec_err!("json_object takes names and values in pairs, not {} arguments", args.len());
+    if !args.len().is_multiple_of(2) {
+        return exec_err!(
+            "json_object takes names and values in pairs, not {} arguments",
+            args.len()
+        );
     }
     let rows = args.first().map(|a| a.len()).unwrap_or(1);
     let names = args

@@ -389,7 +389,12 @@ pub fn sql_type_name(t: &DataType) -> String {
 }
 
 /// The engine's own, format-blind library: the `@union` views the formats add parts to.
-pub const COMMON_SQL: &[SqlFile] = memq_core::sql_files!("common", "findings", "input_findings", "source_capabilities");
+pub const COMMON_SQL: &[SqlFile] = memq_core::sql_files!(
+    "common",
+    "findings",
+    "input_findings",
+    "source_capabilities"
+);
 
 /// Every analysis of `files` (the formats' libraries, compiled into the binary) and of the
 /// engine's own library, each `@union` view's query composed from its parts.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, ListArray, StringArray};
 use datafusion::arrow::buffer::OffsetBuffer;
-use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type};
 use datafusion::common::{exec_err, Result as DfResult};
 
 /// The shape of a curve (docs/formats/memscope.md §6.16) and its turning points
@@ -87,7 +87,6 @@ pub fn classify(vals: &[i64]) -> (&'static str, Vec<usize>) {
     ("mixed", turns)
 }
 
-
 /// The values of each row's list (NULL items left out); None for a NULL list.
 fn lists(a: &ArrayRef) -> DfResult<Vec<Option<Vec<i64>>>> {
     let list = match a.data_type() {
@@ -100,12 +99,18 @@ fn lists(a: &ArrayRef) -> DfResult<Vec<Option<Vec<i64>>>> {
                         return Ok(None);
                     }
                     let v = cast(&l.value(i), &DataType::Int64)?;
-                    Ok(Some(v.as_primitive::<Int64Type>().iter().flatten().collect()))
+                    Ok(Some(
+                        v.as_primitive::<Int64Type>().iter().flatten().collect(),
+                    ))
                 })
                 .collect();
         }
         DataType::Null => return Ok(vec![None; a.len()]),
-        other => return exec_err!("curve_shape takes a list of integers (array_agg(bytes ORDER BY t)), not {other}"),
+        other => {
+            return exec_err!(
+                "curve_shape takes a list of integers (array_agg(bytes ORDER BY t)), not {other}"
+            )
+        }
     };
     (0..list.len())
         .map(|i| {
@@ -113,7 +118,9 @@ fn lists(a: &ArrayRef) -> DfResult<Vec<Option<Vec<i64>>>> {
                 return Ok(None);
             }
             let v = cast(&list.value(i), &DataType::Int64)?;
-            Ok(Some(v.as_primitive::<Int64Type>().iter().flatten().collect()))
+            Ok(Some(
+                v.as_primitive::<Int64Type>().iter().flatten().collect(),
+            ))
         })
         .collect()
 }

@@ -629,10 +629,7 @@ pub async fn gather(engine: &Engine, opts: &Options) -> Result<Data> {
     d.snap_overview = d.filter_dev(std::mem::take(&mut r[overview]));
 
     let mut b = Batch::default();
-    let findings = b.add(
-        "findings",
-        "SELECT * FROM findings ORDER BY section, ord",
-    );
+    let findings = b.add("findings", "SELECT * FROM findings ORDER BY section, ord");
     let ms = d.has_memscope().then(|| memscope_asks(&mut b, opts));
     let snap = d.has_snapshot().then(|| snapshot_asks(&mut b));
     let trace = d.has_trace().then(|| trace_asks(&mut b));

@@ -268,6 +268,7 @@ pub fn build(d: &Data, input: &str) -> Report {
     }
     (b.metrics.cached_free_bytes, b.metrics.cached_free_where) = worst(&b.cached_by_device);
     renumber(&mut b.sections, &mut b.findings);
+    fold_alike(&mut b.sections, &b.findings);
     let verdict = verdict(&b);
     let mut notes = d.notes.clone();
     notes.dedup();
@@ -290,6 +291,103 @@ pub fn build(d: &Data, input: &str) -> Report {
             })
             .collect(),
         notes,
+    }
+}
+
+/// A finding's words with its own device (and process) left out: what two devices' findings
+/// share when they say the same thing with the same figures. The evidence lines are not
+/// compared: they carry each device's own moments (microseconds apart on ranks in step).
+fn without_place(f: &Finding) -> Option<String> {
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let device = text(f.evidence.get("device"))?;
+    let mut words = format!(
+        "{}|{}|{}|{}|{}",
+        f.kind,
+        f.severity.as_str(),
+        f.title,
+        f.problem,
+        f.advice.join("\n")
+    );
+    if let Some(pid) = text(f.evidence.get("pid")) {
+        words = words.replace(&format!("pid {pid}"), "pid *");
+    }
+    for (from, to) in [
+        ("device ", "device *"),
+        ("Device ", "Device *"),
+        ("device_", "device_*"),
+    ] {
+        words = words.replace(&format!("{from}{device}"), to);
+    }
+    Some(words)
+}
+
+/// Folds a run of findings that say the same thing, with the same figures, of different
+/// devices (eight ranks of one job, each leaking 12 MiB): the first is shown, then one line
+/// names the others. The JSON keeps every finding with its own device.
+fn fold_alike(sections: &mut [Section], findings: &[Finding]) {
+    for s in sections.iter_mut() {
+        let mut out: Vec<Block> = Vec::new();
+        let mut run: Vec<usize> = Vec::new();
+        let flush = |run: &mut Vec<usize>, out: &mut Vec<Block>| {
+            let Some(&first) = run.first() else {
+                return;
+            };
+            out.push(Block::Finding(first));
+            if run.len() > 1 {
+                let text = |v: &Value| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                };
+                // the process too, when the run spans several
+                let first_pid = findings[first].evidence.get("pid");
+                let places: Vec<String> = run[1..]
+                    .iter()
+                    .map(|i| &findings[*i].evidence)
+                    .filter_map(|e| {
+                        let device = text(e.get("device")?);
+                        Some(
+                            match e
+                                .get("pid")
+                                .filter(|p| !p.is_null() && Some(*p) != first_pid)
+                            {
+                                Some(pid) => format!("device {device} (pid {})", text(pid)),
+                                None => format!("device {device}"),
+                            },
+                        )
+                    })
+                    .collect();
+                out.push(Block::Text(format!(
+                    "The same on {} (same finding and figures; each device's evidence and moments are in the JSON).",
+                    places.join(", ")
+                )));
+            }
+            run.clear();
+        };
+        for block in std::mem::take(&mut s.blocks) {
+            match block {
+                Block::Finding(i) => {
+                    let alike = run.first().is_some_and(|&r| {
+                        let (a, b) = (without_place(&findings[r]), without_place(&findings[i]));
+                        a.is_some() && a == b
+                    });
+                    if !alike {
+                        flush(&mut run, &mut out);
+                    }
+                    run.push(i);
+                }
+                other => {
+                    flush(&mut run, &mut out);
+                    out.push(other);
+                }
+            }
+        }
+        flush(&mut run, &mut out);
+        s.blocks = out;
     }
 }
 
@@ -319,5 +417,59 @@ fn renumber(sections: &mut [Section], findings: &mut [Finding]) {
         rewrite(&mut f.problem);
         f.evidence_text.iter_mut().for_each(&rewrite);
         f.advice.iter_mut().for_each(&rewrite);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leak(device: &str, bytes: &str) -> Finding {
+        let mut f = finding(
+            "leak",
+            Severity::Error,
+            4,
+            format!("Leak on device {device} (PTA): PTA@x holds {bytes} and grows"),
+            format!("PTA@x keeps {bytes} in 6 block(s)."),
+        );
+        f.evidence.insert("device".into(), json!(device));
+        f.evidence_text.push(format!(
+            "held at the end of each complete step on device {device}"
+        ));
+        f
+    }
+
+    #[test]
+    fn alike_findings_of_several_devices_are_shown_once() {
+        let findings = vec![
+            leak("0", "12.00 MiB"),
+            leak("1", "12.00 MiB"),
+            leak("2", "12.00 MiB"),
+            leak("3", "24.00 MiB"),
+        ];
+        let mut sections = vec![Section {
+            id: "leaks".into(),
+            title: "4. Leaks".into(),
+            blocks: (0..4).map(Block::Finding).collect(),
+        }];
+        fold_alike(&mut sections, &findings);
+        let shown: Vec<String> = sections[0]
+            .blocks
+            .iter()
+            .map(|b| match b {
+                Block::Finding(i) => format!("finding {i}"),
+                Block::Text(t) => t.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        // device 3 holds other figures: its own finding, never folded
+        assert_eq!(
+            shown,
+            [
+                "finding 0",
+                "The same on device 1, device 2 (same finding and figures; each device's evidence and moments are in the JSON).",
+                "finding 3",
+            ]
+        );
     }
 }

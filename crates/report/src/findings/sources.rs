@@ -62,8 +62,7 @@ pub(super) fn sources_section(b: &mut Builder) {
     blocks.extend(b.push_section("sources"));
     // A dump of MALLOC rows only, or FREE rows only (dumpEventType): none of its blocks can be
     // paired, so whether its memory grows is unknown, even beside paired dumps.
-    if d
-        .capabilities
+    if d.capabilities
         .iter()
         .any(|r| matches!(r.str("pairing"), Some("malloc_only" | "free_only" | "none")))
     {

@@ -143,11 +143,9 @@ pub(super) fn trace_section(b: &mut Builder) {
         };
         let place = format!("{} {}", short(&r.s("source")), r.s("device"));
         match r.s("metric").as_str() {
-            "allocated" => {
-                if b.metrics.peak_bytes.is_none_or(|x| pb > x) {
-                    b.metrics.peak_bytes = Some(pb);
-                    b.metrics.peak_where = Some(format!("{place} allocated"));
-                }
+            "allocated" if b.metrics.peak_bytes.is_none_or(|x| pb > x) => {
+                b.metrics.peak_bytes = Some(pb);
+                b.metrics.peak_where = Some(format!("{place} allocated"));
             }
             "reserved" if b.metrics.reserved_bytes.is_none_or(|x| pb > x) => {
                 b.metrics.reserved_bytes = Some(pb);
