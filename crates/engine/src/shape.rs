@@ -89,40 +89,24 @@ pub fn classify(vals: &[i64]) -> (&'static str, Vec<usize>) {
 
 /// The values of each row's list (NULL items left out); None for a NULL list.
 fn lists(a: &ArrayRef) -> DfResult<Vec<Option<Vec<i64>>>> {
-    let list = match a.data_type() {
-        DataType::List(_) => a.as_list::<i32>().clone(),
-        DataType::LargeList(_) => {
-            let l = a.as_list::<i64>();
-            return (0..l.len())
-                .map(|i| {
-                    if l.is_null(i) {
-                        return Ok(None);
-                    }
-                    let v = cast(&l.value(i), &DataType::Int64)?;
-                    Ok(Some(
-                        v.as_primitive::<Int64Type>().iter().flatten().collect(),
-                    ))
-                })
-                .collect();
-        }
-        DataType::Null => return Ok(vec![None; a.len()]),
-        other => {
-            return exec_err!(
-                "curve_shape takes a list of integers (array_agg(bytes ORDER BY t)), not {other}"
-            )
-        }
-    };
-    (0..list.len())
+    if !matches!(
+        a.data_type(),
+        DataType::List(_) | DataType::LargeList(_) | DataType::Null
+    ) {
+        return exec_err!(
+            "curve_shape takes a list of integers (array_agg(bytes ORDER BY t)), not {}",
+            a.data_type()
+        );
+    }
+    let list = cast(a, &turns_type())?;
+    let list = list.as_list::<i32>();
+    Ok((0..list.len())
         .map(|i| {
-            if list.is_null(i) {
-                return Ok(None);
-            }
-            let v = cast(&list.value(i), &DataType::Int64)?;
-            Ok(Some(
-                v.as_primitive::<Int64Type>().iter().flatten().collect(),
-            ))
+            let v = list.value(i);
+            let v = v.as_primitive::<Int64Type>();
+            list.is_valid(i).then(|| v.iter().flatten().collect())
         })
-        .collect()
+        .collect())
 }
 
 pub fn curve_shape_fn(args: &[ArrayRef]) -> DfResult<ArrayRef> {

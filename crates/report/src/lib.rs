@@ -17,13 +17,8 @@ pub mod markdown;
 
 use std::path::Path;
 
-use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{
-    DataType, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type,
-    UInt32Type, UInt64Type, UInt8Type,
-};
+use datafusion::arrow::array::Array;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use memq_core::error::{MemqError, Result};
 use memq_engine::Engine;
 
@@ -142,38 +137,17 @@ impl Rows {
 }
 
 fn cell(a: &dyn Array, i: usize) -> Val {
-    if a.is_null(i) {
-        return Val::Null;
-    }
-    macro_rules! int {
-        ($t:ty) => {
-            Val::Int(a.as_primitive::<$t>().value(i) as i64)
-        };
-    }
-    match a.data_type() {
-        DataType::Int8 => int!(Int8Type),
-        DataType::Int16 => int!(Int16Type),
-        DataType::Int32 => int!(Int32Type),
-        DataType::Int64 => int!(Int64Type),
-        DataType::UInt8 => int!(UInt8Type),
-        DataType::UInt16 => int!(UInt16Type),
-        DataType::UInt32 => int!(UInt32Type),
-        DataType::UInt64 => {
-            let v = a.as_primitive::<UInt64Type>().value(i);
-            i64::try_from(v)
-                .map(Val::Int)
-                .unwrap_or(Val::Float(v as f64))
-        }
-        DataType::Float32 => Val::Float(a.as_primitive::<Float32Type>().value(i) as f64),
-        DataType::Float64 => Val::Float(a.as_primitive::<Float64Type>().value(i)),
-        DataType::Boolean => Val::Bool(a.as_boolean().value(i)),
-        DataType::Utf8 => Val::Str(a.as_string::<i32>().value(i).to_string()),
-        DataType::LargeUtf8 => Val::Str(a.as_string::<i64>().value(i).to_string()),
-        DataType::Utf8View => Val::Str(a.as_string_view().value(i).to_string()),
-        _ => match ArrayFormatter::try_new(a, &FormatOptions::default()) {
-            Ok(f) => Val::Str(f.value(i).to_string()),
-            Err(_) => Val::Null,
-        },
+    use serde_json::Value;
+    match memq_engine::json::value(a, i) {
+        Value::Null => Val::Null,
+        Value::Bool(b) => Val::Bool(b),
+        Value::Number(n) => n
+            .as_i64()
+            .map(Val::Int)
+            .unwrap_or_else(|| Val::Float(n.as_f64().unwrap_or(f64::NAN))),
+        Value::String(s) => Val::Str(s),
+        // lists and structs as their JSON text
+        other => Val::Str(other.to_string()),
     }
 }
 

@@ -294,9 +294,10 @@ pub fn build(d: &Data, input: &str) -> Report {
     }
 }
 
-/// A finding's words with its own device (and process) left out: what two devices' findings
-/// share when they say the same thing with the same figures. The evidence lines are not
-/// compared: they carry each device's own moments (microseconds apart on ranks in step).
+/// A finding's words and figures with its own device (and process) left out: what two
+/// devices' findings share when they say the same thing with the same figures. Moments are
+/// left out too (ranks in step are microseconds apart), and so the evidence lines that carry
+/// them: the figures of `evidence` are compared instead.
 fn without_place(f: &Finding) -> Option<String> {
     let text = |v: Option<&Value>| match v {
         Some(Value::String(s)) => Some(s.clone()),
@@ -304,13 +305,27 @@ fn without_place(f: &Finding) -> Option<String> {
         _ => None,
     };
     let device = text(f.evidence.get("device"))?;
+    let figures: Map<String, Value> = f
+        .evidence
+        .iter()
+        .filter(|(k, _)| {
+            !(k.ends_with("_ts")
+                || k.ends_with("time_us")
+                || matches!(
+                    k.as_str(),
+                    "device" | "pid" | "source" | "trigger_id" | "turning_points"
+                ))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let mut words = format!(
-        "{}|{}|{}|{}|{}",
+        "{}|{}|{}|{}|{}|{}",
         f.kind,
         f.severity.as_str(),
         f.title,
         f.problem,
-        f.advice.join("\n")
+        f.advice.join("\n"),
+        Value::Object(figures)
     );
     if let Some(pid) = text(f.evidence.get("pid")) {
         words = words.replace(&format!("pid {pid}"), "pid *");
@@ -327,7 +342,7 @@ fn without_place(f: &Finding) -> Option<String> {
 
 /// Folds a run of findings that say the same thing, with the same figures, of different
 /// devices (eight ranks of one job, each leaking 12 MiB): the first is shown, then one line
-/// names the others. The JSON keeps every finding with its own device.
+/// gives the others' titles. The JSON keeps every finding with its own device.
 fn fold_alike(sections: &mut [Section], findings: &[Finding]) {
     for s in sections.iter_mut() {
         let mut out: Vec<Block> = Vec::new();
@@ -338,32 +353,13 @@ fn fold_alike(sections: &mut [Section], findings: &[Finding]) {
             };
             out.push(Block::Finding(first));
             if run.len() > 1 {
-                let text = |v: &Value| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                };
-                // the process too, when the run spans several
-                let first_pid = findings[first].evidence.get("pid");
-                let places: Vec<String> = run[1..]
+                let titles: Vec<&str> = run[1..]
                     .iter()
-                    .map(|i| &findings[*i].evidence)
-                    .filter_map(|e| {
-                        let device = text(e.get("device")?);
-                        Some(
-                            match e
-                                .get("pid")
-                                .filter(|p| !p.is_null() && Some(*p) != first_pid)
-                            {
-                                Some(pid) => format!("device {device} (pid {})", text(pid)),
-                                None => format!("device {device}"),
-                            },
-                        )
-                    })
+                    .map(|i| findings[*i].title.as_str())
                     .collect();
                 out.push(Block::Text(format!(
-                    "The same on {} (same finding and figures; each device's evidence and moments are in the JSON).",
-                    places.join(", ")
+                    "The same, with the same figures: {} (each device's evidence and moments are in the JSON).",
+                    titles.join("; ")
                 )));
             }
             run.clear();
@@ -467,7 +463,7 @@ mod tests {
             shown,
             [
                 "finding 0",
-                "The same on device 1, device 2 (same finding and figures; each device's evidence and moments are in the JSON).",
+                "The same, with the same figures: Leak on device 1 (PTA): PTA@x holds 12.00 MiB and grows; Leak on device 2 (PTA): PTA@x holds 12.00 MiB and grows (each device's evidence and moments are in the JSON).",
                 "finding 3",
             ]
         );
