@@ -4,4 +4,4 @@
 # and misses per rule and the contradictions (the test fails on any of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --locked --test it diagnosis:: -- --nocapture 2>&1 | sed -n '/^scorecard/,/^contradictions/p;/panicked\|wrong\|missed\|false alarm/p'
+cargo test --locked --test it diagnosis:: -- --nocapture 2>&1 | sed -n '/^scorecard/,/^contradictions/p;/panicked\|: wrong\|: missed \|: false alarm \|: leak and no_leak/p'
