@@ -1,13 +1,14 @@
 //! `memq report` and `memq check`: the diagnosis built from the canned analyses (docs/report.md).
 //!
 //! [`gather`] runs the SQL library through the engine and keeps the rows it needs in [`Data`];
-//! [`findings`] turns them into problem → evidence → advice findings with a severity;
-//! [`build`] lays both out as a [`Report`] (sections of text, tables, charts and findings) that
+//! [`findings`] places the rows of view `findings` (problem → evidence → advice, with a
+//! severity, judged in SQL) in their sections; [`findings::build`] lays them out as a
+//! [`Report`] (sections of text, tables, charts and findings) that
 //! the writers render: [`html`] (one self-contained page with inline SVG), [`markdown`] (Unicode
 //! sparklines and bars) and [`json`] (stable keys). [`check`] is the CI gate.
 //!
-//! Every figure comes from a canned analysis (`crates/*/sql`); this module only selects,
-//! compares and lays out. Nothing here panics on odd data: a failing analysis becomes a note.
+//! Every figure and every judgement comes from the SQL library (`crates/*/sql`); this module
+//! only selects and lays out. Nothing here panics on odd data: a failing analysis becomes a note.
 
 pub mod check;
 pub mod findings;

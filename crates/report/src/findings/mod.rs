@@ -1,17 +1,13 @@
-//! The judgement: problem → evidence → advice, with a severity, from the rows of [`Data`];
-//! and the layout of the report's sections (docs/report.md lists the kinds).
+//! The report's sections: the findings of view `findings` placed where they belong, with the
+//! tables and charts that show their evidence, the cards and the verdict (docs/report.md lists
+//! the kinds).
 //!
-//! Rules that go beyond a threshold (docs/formats/memscope.md §6.16, docs/formats/snapshot.md §6.2):
-//! - a leak is memory held to the end that *grows* step after step (held bytes at the end of
-//!   every complete step never decreasing and rising more than once: steady or periodic);
-//!   memory allocated once and kept is resident;
-//!   stock memory (allocated before collection) is never a leak verdict;
-//! - reserved-but-free memory of a caching allocator is cached, not fragmented: whole free
-//!   segments go back with `empty_cache()`. Fragmentation is free memory that cannot serve a
-//!   request as large as its segment's largest hole: Σ (free − largest free block) per segment,
-//!   as a share of all free memory;
-//! - the snapshot peak is the true active peak (MemoryViz's method), not the reference's net
-//!   segment growth.
+//! The judgement itself is SQL: each rule is a documented `-- @part findings` file of its
+//! format's library (`leak_findings.sql`, `cached_findings.sql`, `snap_findings.sql`, …), so
+//! the report, `memq check`, the shell, Python and the web explorer read one source of truth.
+//! What stays here describes rather than judges: the breakdown at each peak, the comparison of
+//! two snapshots, "no OOM" when no rule found one, and runs of alike findings of several
+//! devices shown once.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
