@@ -7,13 +7,22 @@ pub(super) fn frag_section(b: &mut Builder) {
     // the judgement is view findings' (cached_findings.sql of msMemScope dumps,
     // snap_frag_findings.sql of snapshots); the cards take the device with the most
     let mut blocks = b.push_section("fragmentation");
-    for r in section_rows(d, "fragmentation") {
-        let f = from_row(r);
-        let place = r.s("place");
-        if let Some(cached) = f.evidence.get("cached_free_bytes").and_then(Value::as_i64) {
+    let figures: Vec<(String, Option<i64>, Option<f64>)> = b
+        .shown(&blocks)
+        .map(|f| {
+            let figure = |k: &str| f.evidence.get(k);
+            (
+                f.place.clone().unwrap_or_default(),
+                figure("cached_free_bytes").and_then(Value::as_i64),
+                figure("frag_pct").and_then(Value::as_f64),
+            )
+        })
+        .collect();
+    for (place, cached, pct) in figures {
+        if let Some(cached) = cached {
             *b.cached_by_device.entry(place.clone()).or_default() += cached;
         }
-        if let Some(pct) = f.evidence.get("frag_pct").and_then(Value::as_f64) {
+        if let Some(pct) = pct {
             if b.metrics.frag_pct.is_none_or(|x| pct > x) {
                 b.metrics.frag_pct = Some(pct);
                 b.metrics.frag_where = Some(place);

@@ -6,31 +6,35 @@ pub(super) fn leak_section(b: &mut Builder) {
     let d = b.d;
     // the judgement is view findings' (crates/memscope/sql/leak_findings.sql)
     let mut blocks = b.push_section("leaks");
-    let rows: Vec<(String, String, Option<i64>, Finding)> = section_rows(d, "leaks")
-        .map(|r| (r.s("kind"), r.s("place"), r.i64("bytes"), from_row(r)))
+    let leaks: Vec<&Finding> = b.shown(&blocks).filter(|f| f.kind == "leak").collect();
+    let leak_rows: Vec<Vec<String>> = leaks
+        .iter()
+        .map(|f| {
+            let e = |k: &str| f.evidence.get(k).cloned().unwrap_or(Value::Null);
+            let text = |v: Value| v.as_str().map(str::to_string).unwrap_or_default();
+            vec![
+                text(e("device")),
+                text(e("pool")),
+                text(e("owner")),
+                ob(e("bytes").as_i64()),
+                e("blocks").to_string(),
+                ob(e("growth_per_step_bytes").as_i64()),
+            ]
+        })
         .collect();
-    let mut leak_rows = Vec::new();
-    for (kind, place, bytes, f) in rows {
-        match kind.as_str() {
-            "leak" => {
-                *b.leak_by_device.entry(place).or_default() += bytes.unwrap_or(0);
-                let e = |k: &str| f.evidence.get(k).cloned().unwrap_or(Value::Null);
-                let text = |v: Value| v.as_str().map(str::to_string).unwrap_or_default();
-                leak_rows.push(vec![
-                    text(e("device")),
-                    text(e("pool")),
-                    text(e("owner")),
-                    ob(e("bytes").as_i64()),
-                    e("blocks").to_string(),
-                    ob(e("growth_per_step_bytes").as_i64()),
-                ]);
-            }
-            // an owner's growth that cannot be judged (not the note on steps: the rule then
-            // judges growth after the warm-up)
-            "cannot_conclude" if f.evidence.contains_key("owner") => b.growth_unknown = true,
-            _ => {}
-        }
+    let growing: Vec<(String, i64)> = leaks
+        .iter()
+        .map(|f| (f.place.clone().unwrap_or_default(), f.bytes.unwrap_or(0)))
+        .collect();
+    // an owner's growth that cannot be judged (not the note on steps: the rule then judges
+    // growth after the warm-up)
+    let unknown = b
+        .shown(&blocks)
+        .any(|f| f.kind == "cannot_conclude" && f.evidence.contains_key("owner"));
+    for (place, bytes) in growing {
+        *b.leak_by_device.entry(place).or_default() += bytes;
     }
+    b.growth_unknown |= unknown;
     if !leak_rows.is_empty() {
         blocks.push(table(
             "Growing owners",

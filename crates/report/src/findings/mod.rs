@@ -76,6 +76,12 @@ pub struct Finding {
     pub advice: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cannot_conclude: Option<CannotConclude>,
+    /// Where, as the cards and `memq check` name it (view findings' `place`), for the cards.
+    #[serde(skip)]
+    pub place: Option<String>,
+    /// The finding's figure (view findings' `bytes`), for the cards.
+    #[serde(skip)]
+    pub bytes: Option<i64>,
 }
 
 fn finding(kind: &str, severity: Severity, section: u8, title: String, problem: String) -> Finding {
@@ -89,6 +95,8 @@ fn finding(kind: &str, severity: Severity, section: u8, title: String, problem: 
         evidence_text: Vec::new(),
         advice: Vec::new(),
         cannot_conclude: None,
+        place: None,
+        bytes: None,
     }
 }
 
@@ -139,6 +147,8 @@ fn from_row(r: Row<'_>) -> Finding {
     if let Some(Value::Object(m)) = r.str("figures").and_then(|t| serde_json::from_str(t).ok()) {
         f.evidence = m;
     }
+    f.place = r.str("place").map(str::to_string);
+    f.bytes = r.i64("bytes");
     f.evidence_text = lines("evidence");
     f.advice = lines("advice");
     if let (Some(missing), Some(collect_with)) = (r.str("missing"), r.str("collect_with")) {
@@ -208,6 +218,13 @@ impl Builder<'_> {
     /// Pushes the findings of one section (view findings) and gives their blocks.
     fn push_section(&mut self, section: &'static str) -> Vec<Block> {
         self.push_rows(section, |_| true)
+    }
+    /// The findings `blocks` show.
+    fn shown<'s>(&'s self, blocks: &'s [Block]) -> impl Iterator<Item = &'s Finding> {
+        blocks.iter().filter_map(|b| match b {
+            Block::Finding(i) => self.findings.get(*i),
+            _ => None,
+        })
     }
     /// Pushes the findings of one section that `keep` selects, in their order.
     fn push_rows(&mut self, section: &'static str, keep: impl Fn(Row<'_>) -> bool) -> Vec<Block> {

@@ -11,17 +11,26 @@ pub(super) fn oom_section(b: &mut Builder) {
         .iter()
         .filter(|r| r.s("kind") == "trigger")
         .collect();
+    // the verdicts of view findings (oom_trigger_findings.sql), each placed with its trigger
+    let mut verdicts: Vec<Option<Finding>> = section_rows(d, "oom")
+        .filter(|r| r.str("kind") == Some("oom"))
+        .map(|r| Some(from_row(r)))
+        .collect();
     for t in &triggers {
         let tid = t.i64("trigger_id");
         let dev = t.s("device");
         let source = t.s("source");
-        // the verdict is view findings' (oom_trigger_findings.sql)
-        blocks.extend(b.push_rows("oom", |r| {
-            let f = from_row(r);
-            r.str("kind") == Some("oom")
-                && f.evidence.get("trigger_id").and_then(Value::as_i64) == tid
+        let of_trigger = |f: &Finding| {
+            f.evidence.get("trigger_id").and_then(Value::as_i64) == tid
                 && f.evidence.get("source").and_then(Value::as_str) == Some(source.as_str())
-        }));
+        };
+        if let Some(f) = verdicts
+            .iter_mut()
+            .find(|f| f.as_ref().is_some_and(of_trigger))
+            .and_then(Option::take)
+        {
+            blocks.push(b.push(f));
+        }
         for kind in ["top", "recent"] {
             let rows: Vec<Vec<String>> = d
                 .oom_events
